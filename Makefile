@@ -1,0 +1,34 @@
+# Every target creates .venv and installs the project first, so a fresh clone needs
+# nothing but python3 (>= 3.10) and make.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.PHONY: demo test test-all bench probe clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rnicsim run scenarios/drtmh/fig5a_raw_verbs.yaml --out out/fig5a --set run.size=demo
+	$(BIN)/rnicsim perftest ib_read_lat --nic cx3-qdr -a --out out/perftest_ib_read_lat_cx3-qdr.txt
+	@echo "demo results and plots are in out/"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m '' 
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/engine.py
+
+probe:
+	$(MAKE) -C calibration/probe
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis
