@@ -1,0 +1,79 @@
+"""The ``rnicsim`` command line.
+
+Subcommands: ``run``, ``validate``, ``profiles``, ``perftest``, ``reproduce``,
+``rdmc-schedule``, ``check-history``, ``calibrate``. Bad input exits 2 with a message
+naming the file, key path and what was expected (see :mod:`rnicsim.errors`).
+
+Commands that belong to protocol or calibration packages are imported lazily, inside
+their handler, so the kernel never imports the layers below it at import time.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Sequence
+
+from .errors import InputError
+
+USAGE = """usage: rnicsim COMMAND [ARGS]
+
+commands:
+  run FILE --out DIR [--set a.b=v]... [--seed N]   run a scenario, write results
+  validate FILE                                    check a scenario file
+  profiles [NAME]                                  list NIC profiles or show one
+  perftest TOOL [perftest flags] [--nic PROFILE]   perftest on two simulated hosts
+  reproduce NAME [--json]                          reproduce a paper's claims
+  rdmc-schedule --algorithm A -n N -k K [--json]   print an RDMC block schedule
+  check-history FILE                               check a history for serializability
+  calibrate INPUT... --base P --out F --report D   fit a profile to measurements
+
+'rnicsim COMMAND --help' describes one command.
+"""
+
+
+def _lazy(module: str, func: str = "main") -> Callable[[Sequence[str]], int]:
+    def run(argv: Sequence[str]) -> int:
+        import importlib
+
+        return importlib.import_module(module).__dict__[func](list(argv))
+
+    return run
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "run": _lazy("rnicsim.commands", "cmd_run"),
+    "validate": _lazy("rnicsim.commands", "cmd_validate"),
+    "profiles": _lazy("rnicsim.commands", "cmd_profiles"),
+    "perftest": _lazy("workloads.perftest", "main"),
+    "reproduce": _lazy("rnicsim.reproduce", "main"),
+    "rdmc-schedule": _lazy("protocols.rdmc.schedule_cli", "main"),
+    "check-history": _lazy("protocols.txn.history", "main"),
+    "calibrate": _lazy("calibration.fit", "main"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rnicsim`` console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if args else 2
+    cmd, rest = args[0], args[1:]
+    if cmd not in COMMANDS:
+        print(f"rnicsim: unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    try:
+        code = COMMANDS[cmd](rest)
+    except InputError as e:
+        print(f"rnicsim {cmd}: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        print(f"rnicsim {cmd}: this command is not available yet ({e.name})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rnicsim {cmd}: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

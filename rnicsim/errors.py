@@ -1,0 +1,22 @@
+"""User-facing errors.
+
+Contract: every error caused by bad input (a file, a key, a value, a flag) is an
+:class:`InputError`. The CLI prints its message on stderr and exits with code 2, never a
+traceback. The message names the file, the key path inside it and what was expected.
+"""
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Bad user input.
+
+    ``source`` is the file (or ``"command line"``), ``key`` the dotted key path inside it
+    (empty when the whole input is at fault) and ``expected`` says what was wanted.
+    """
+
+    def __init__(self, source: str, key: str, expected: str) -> None:
+        self.source = str(source)
+        self.key = key
+        self.expected = expected
+        where = f"{self.source}: {key}: " if key else f"{self.source}: "
+        super().__init__(where + expected)
