@@ -1,0 +1,65 @@
+"""Cluster: nodes (host cores, memory, RNICs) wired by a fabric.
+
+``Cluster(sim, profile, nodes, nics_per_node, cores, topology)`` builds everything; objects
+that cost memory (QP contexts, memory contents) are created lazily when software uses them.
+Software reaches the hardware only through :mod:`rnicsim.verbs`.
+"""
+from __future__ import annotations
+
+from .fabric import Fabric
+from .hw.host import Core, CpuThread
+from .hw.rnic import Rnic
+
+
+class Node:
+    """One machine: ``cores``, ``nics`` and the memory regions registered on it."""
+
+    def __init__(self, sim, node_id: int, profile, nics_per_node: int, cores: int,
+                 first_nic_id: int) -> None:
+        self.sim = sim
+        self.id = node_id
+        self.profile = profile
+        self.memory: dict = {}
+        self.cores = [Core(f"n{node_id}/core{c}") for c in range(max(1, cores))]
+        self.nics = [Rnic(sim, first_nic_id + i, node_id, profile, self.memory,
+                          f"n{node_id}/nic{i}") for i in range(nics_per_node)]
+        self._threads: dict[int, CpuThread] = {}
+
+    def thread(self, index: int) -> CpuThread:
+        """Software thread ``index`` of this node, pinned to core ``index mod cores``."""
+        t = self._threads.get(index)
+        if t is None:
+            core = self.cores[index % len(self.cores)]
+            t = self._threads[index] = CpuThread(self.sim, f"n{self.id}/t{index}", core,
+                                                 self.profile.host, self.id)
+        return t
+
+
+class Cluster:
+    """Nodes and fabric of one simulated cluster."""
+
+    def __init__(self, sim, profile, nodes: int, nics_per_node: int = 1,
+                 cores: int | None = None, topology: dict | None = None) -> None:
+        if nodes < 1 or nics_per_node < 1:
+            raise ValueError("a cluster needs at least one node with one NIC")
+        self.sim = sim
+        self.profile = profile
+        cores = profile.host.cores if cores is None else cores
+        self.nodes = [Node(sim, n, profile, nics_per_node, cores, n * nics_per_node)
+                      for n in range(nodes)]
+        self.nics = [nic for node in self.nodes for nic in node.nics]
+        self.fabric = Fabric(profile, nodes, nics_per_node, topology or {"kind": "single_switch"})
+        self.fabric.nics = self.nics
+        for nic in self.nics:
+            nic.fabric = self.fabric
+        self._next_key = 0
+
+    def new_key(self) -> int:
+        """A cluster-unique memory key."""
+        self._next_key += 1
+        return self._next_key
+
+    def fail_node(self, node: int) -> None:
+        """Node ``node`` crashes: its NICs stop; RC peers break after their retry timeout."""
+        for nic in self.nodes[node].nics:
+            nic.fail()

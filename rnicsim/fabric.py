@@ -1,0 +1,111 @@
+"""Fabric: topology (a networkx graph) -> links, switches and routes between NICs.
+
+Topologies:
+- ``single_switch``: every NIC port on one switch.
+- ``leaf_spine``: NICs spread over ``leaves`` leaf switches (by node, in order), every leaf
+  connected to every one of ``spines`` spine switches; the uplink rate is chosen so that a
+  leaf's downlink capacity is ``oversubscription`` times its uplink capacity. Routes between
+  leaves pick a spine by a deterministic hash of the NIC pair (ECMP per flow).
+
+Routes are computed lazily with networkx and cached; a route is the list of link
+directions a message crosses, starting with the sender's egress.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import networkx as nx
+
+from .hw.link import LinkDir
+from .hw.switch import Switch
+
+
+class Fabric:
+    """Links, switches and routes of one cluster."""
+
+    def __init__(self, profile, n_nodes: int, nics_per_node: int, topology: dict) -> None:
+        link, sw = profile.link, profile.switch
+        self.rate = link.rate
+        self.prop = link.propagation
+        kind = topology.get("kind", "single_switch")
+        self.kind = kind
+        self.graph = nx.Graph()
+        self.switches: dict[str, Switch] = {}
+        self.egress: dict[int, LinkDir] = {}
+        self.nic_switch: dict[int, str] = {}
+        self.nics: list = []
+        self._routes: dict[tuple[int, int], list[LinkDir]] = {}
+        self.down: set[int] = set()          # ids of failed LinkDirs
+        n_nics = n_nodes * nics_per_node
+        if kind == "single_switch":
+            self._add_switch("sw0", sw)
+            for nic in range(n_nics):
+                self._attach(nic, "sw0")
+        elif kind == "leaf_spine":
+            leaves = int(topology["leaves"])
+            spines = int(topology["spines"])
+            over = float(topology.get("oversubscription", 1.0))
+            per_leaf_nodes = -(-n_nodes // leaves)
+            for s in range(spines):
+                self._add_switch(f"spine{s}", sw)
+            for lf in range(leaves):
+                self._add_switch(f"leaf{lf}", sw)
+            for nic in range(n_nics):
+                self._attach(nic, f"leaf{(nic // nics_per_node) // per_leaf_nodes}")
+            down_cap = per_leaf_nodes * nics_per_node * self.rate
+            self.uplink_rate = down_cap / (spines * over)
+            for lf in range(leaves):
+                for s in range(spines):
+                    a, b = f"leaf{lf}", f"spine{s}"
+                    self.switches[a].port(b, self.uplink_rate, self.prop)
+                    self.switches[b].port(a, self.uplink_rate, self.prop)
+                    self.graph.add_edge(a, b)
+        else:
+            raise ValueError(f"unknown topology kind {kind!r}")
+
+    def _add_switch(self, name: str, sw) -> None:
+        self.switches[name] = Switch(name, sw.latency, sw.buffer_per_port)
+        self.graph.add_node(name, kind="switch")
+
+    def _attach(self, nic: int, swname: str) -> None:
+        self.egress[nic] = LinkDir(f"nic{nic}->{swname}", self.rate, self.prop)
+        self.switches[swname].port(f"nic{nic}", self.rate, self.prop)
+        self.nic_switch[nic] = swname
+        self.graph.add_edge(f"nic{nic}", swname)
+
+    def route(self, src: int, dst: int) -> list[LinkDir]:
+        """Link directions from NIC ``src`` to NIC ``dst`` (cached)."""
+        key = (src, dst)
+        r = self._routes.get(key)
+        if r is not None:
+            return r
+        a, b = self.nic_switch[src], self.nic_switch[dst]
+        if a == b:
+            hops = [a]
+        else:
+            paths = sorted(nx.all_shortest_paths(self.graph, a, b))
+            hops = paths[(src * 2654435761 + dst * 40503) % len(paths)]
+        r = [self.egress[src]]
+        for i, s in enumerate(hops):
+            nxt = hops[i + 1] if i + 1 < len(hops) else f"nic{dst}"
+            r.append(self.switches[s].ports[nxt])
+        self._routes[key] = r
+        return r
+
+    def path_up(self, path: Sequence[LinkDir]) -> bool:
+        """False when a link on ``path`` has failed."""
+        if not self.down:
+            return True
+        return all(id(l) not in self.down for l in path)
+
+    def fail_link(self, nic: int) -> None:
+        """Cut the cable of NIC ``nic`` (both directions)."""
+        self.down.add(id(self.egress[nic]))
+        self.down.add(id(self.switches[self.nic_switch[nic]].ports[f"nic{nic}"]))
+
+    def links(self) -> list[LinkDir]:
+        """Every link direction of the fabric."""
+        out = list(self.egress.values())
+        for s in self.switches.values():
+            out.extend(s.ports.values())
+        return out

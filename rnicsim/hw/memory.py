@@ -1,0 +1,79 @@
+"""Host memory regions registered with a NIC.
+
+Scope: a region is a range of bytes with a page size (4 KiB or 2 MiB, which decides the
+NIC's translation-cache footprint) and keys. Contents are stored sparsely in 4 KiB
+chunks allocated on first write (reads of untouched memory return zeros), so a region
+of many GiB costs nothing until used. Atomics operate on 8-byte little-endian words.
+"""
+from __future__ import annotations
+
+CHUNK = 4096
+
+
+class MemoryRegion:
+    """A registered region: ``length`` [B], ``page_size`` [B], ``rkey``/``lkey``."""
+
+    __slots__ = ("node", "length", "page_size", "rkey", "lkey", "_chunks", "name")
+
+    def __init__(self, node: int, length: int, page_size: int, key: int, name: str = "") -> None:
+        if length <= 0:
+            raise ValueError("a memory region needs a positive length")
+        if page_size not in (4096, 2 * 1024 * 1024, 1024 ** 3):
+            raise ValueError("page_size must be 4KiB, 2MiB or 1GiB")
+        self.node = node
+        self.length = length
+        self.page_size = page_size
+        self.rkey = key
+        self.lkey = key
+        self.name = name
+        self._chunks: dict[int, bytearray] = {}
+
+    def check(self, offset: int, n: int) -> bool:
+        """True when ``[offset, offset+n)`` lies inside the region."""
+        return 0 <= offset and offset + n <= self.length
+
+    def read(self, offset: int, n: int) -> bytes:
+        """Bytes ``[offset, offset+n)``."""
+        out = bytearray()
+        while n > 0:
+            c, o = divmod(offset, CHUNK)
+            k = min(n, CHUNK - o)
+            chunk = self._chunks.get(c)
+            out += chunk[o:o + k] if chunk is not None else bytes(k)
+            offset += k
+            n -= k
+        return bytes(out)
+
+    def write(self, offset: int, data: bytes) -> None:
+        """Store ``data`` at ``offset``."""
+        i = 0
+        n = len(data)
+        while i < n:
+            c, o = divmod(offset + i, CHUNK)
+            k = min(n - i, CHUNK - o)
+            chunk = self._chunks.get(c)
+            if chunk is None:
+                chunk = self._chunks[c] = bytearray(CHUNK)
+            chunk[o:o + k] = data[i:i + k]
+            i += k
+
+    def read_u64(self, offset: int) -> int:
+        """The 8-byte little-endian word at ``offset``."""
+        return int.from_bytes(self.read(offset, 8), "little")
+
+    def write_u64(self, offset: int, value: int) -> None:
+        """Store an 8-byte little-endian word at ``offset``."""
+        self.write(offset, (value & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little"))
+
+    def cas(self, offset: int, compare: int, swap: int) -> int:
+        """Compare-and-swap the word at ``offset``; return the old value."""
+        old = self.read_u64(offset)
+        if old == compare:
+            self.write_u64(offset, swap)
+        return old
+
+    def faa(self, offset: int, add: int) -> int:
+        """Fetch-and-add on the word at ``offset``; return the old value."""
+        old = self.read_u64(offset)
+        self.write_u64(offset, old + add)
+        return old

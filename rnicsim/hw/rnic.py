@@ -1,0 +1,487 @@
+"""RNIC: processing units, QP-context and translation caches, atomic unit, transports.
+
+Scope
+    A callback-driven model of an RDMA NIC (no SimPy processes). Work flows as:
+
+        doorbell ──► requester (QP's PU) ──► egress link ─► fabric ─► responder (QP's PU)
+           ▲  (MMIO, or DMA read of WQEs)       │                         │
+           │                                    │      READ/atomic response, ACK
+        CPU posts                         CQE ◄─┴── completer (QP's PU) ◄─┘
+
+    - Processing units (PUs): ``processing_units`` FIFO servers; a QP is served by one PU
+      (``qpn mod PUs``), which keeps its work in order and bounds one QP's message rate.
+      Per-opcode service times for the requester, responder and completer roles, plus
+      ``per_packet`` for each extra MTU packet of a message.
+    - QP-context cache (LRU, ``qp_cache_entries``): every use of a QP by a PU looks its
+      context up; a miss stalls that PU for a PCIe read of ``qp_context_size``.
+    - Translation (MTT) cache (LRU, ``mtt_cache_entries``) keyed by page: a miss delays the
+      data access by a PCIe read of ``mtt_entry_size``; 2 MiB pages need 512x fewer entries.
+    - Atomic unit: ``atomic_units`` in flight, per-address order, each doing a PCIe
+      read-modify-write; ``stall_nic`` mode (ConnectX-3) also holds every PU meanwhile.
+    - Inline payloads travel in the WQE; others are fetched by a DMA read. CQEs are written
+      only for signaled WQEs. ``max_rd_atomic`` READ/atomics may be outstanding per QP.
+    - Transports: RC (responses/ACKs, in-order completion, a dead peer breaks the QP after
+      the retry timeout and flushes it), UC (no ACKs), UD (one packet of at most the MTU;
+      dropped when no RECV is posted).
+
+Ports
+    ``pcie`` (:class:`~rnicsim.hw.pcie.Pcie`), ``egress`` (first :class:`LinkDir` of every
+    route, wired by the fabric), ``fabric.route(src_id, dst_id)`` and ``fabric.nics``.
+
+Traces
+    ``nic.qpc_miss``, ``nic.ud_drop``, ``nic.rnr``, ``nic.qp_error``.
+
+Params (profile ``nic``, ``link``, ``pcie``): see :mod:`rnicsim.profile`.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from .cache import LruCache
+from .cq import Cq
+from .link import transmit
+from .memory import MemoryRegion
+from .pcie import Pcie
+from .wqe import (AETH, ATOMIC_ACK_ETH, ATOMIC_ETH, CAS, CATEGORY, DETH, FAA, GRH, IMMDT,
+                  READ, RECV, REM_ACCESS_ERR, RETH, RETRY_EXC_ERR, SEND, SEND_WITH_IMM,
+                  SUCCESS, WR_FLUSH_ERR, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
+
+RC, UC, UD = "RC", "UC", "UD"
+RTS, ERR = "RTS", "ERR"
+_IS_ATOMIC = (False, False, False, False, False, True, True, False)
+_HAS_PAYLOAD = (True, True, True, True, False, False, False, False)
+_HAS_IMM = (False, True, False, True, False, False, False, False)
+_REQ_EXT = (0, IMMDT, RETH, RETH + IMMDT, RETH, ATOMIC_ETH, ATOMIC_ETH, 0)
+
+
+class QpHw:
+    """Hardware state of one queue pair (created through :mod:`rnicsim.verbs`)."""
+
+    __slots__ = ("qpn", "type", "nic", "pu", "send_cq", "recv_cq", "state", "rd_out",
+                 "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
+                 "seq", "timeout_ns", "on_error")
+
+    def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
+        self.qpn = qpn
+        self.type = qtype
+        self.nic = nic
+        self.pu = qpn % len(nic.pu_busy)
+        self.send_cq = send_cq
+        self.recv_cq = recv_cq
+        self.state = RTS
+        self.rd_out = 0
+        self.pending: deque = deque()
+        self.recvs: deque = deque()
+        self.last_cqe = 0.0
+        self.peer: tuple[int, int] | None = None      # (nic id, qpn) for RC/UC
+        self.path = None
+        self.ack_count = 0
+        self.inflight: dict[int, WorkRequest] = {}    # signaled RC WRs awaiting completion
+        self.seq = 0
+        self.timeout_ns = 4096.0 * (1 << 14) * 8       # ibv timeout=14, retry_cnt=7
+        self.on_error = None
+
+
+class _Msg:
+    __slots__ = ("kind", "wr", "qp", "dst_qpn", "npkts", "src", "seq", "data", "old")
+
+    def __init__(self, kind, wr, qp, dst_qpn, npkts, seq) -> None:
+        self.kind = kind      # 0 request, 1 response (READ/atomic), 2 ACK
+        self.wr = wr
+        self.qp = qp
+        self.dst_qpn = dst_qpn
+        self.npkts = npkts
+        self.seq = seq
+        self.data = None
+        self.old = 0
+
+
+class Rnic:
+    """One RDMA NIC (see module doc). ``nic_id`` is unique in the cluster."""
+
+    def __init__(self, sim, nic_id: int, node: int, profile, memory: dict[int, MemoryRegion],
+                 name: str) -> None:
+        self.sim = sim
+        self.id = nic_id
+        self.node = node
+        self.name = name
+        self.memory = memory            # rkey -> region of this NIC's host
+        n, l = profile.nic, profile.link
+        self.p = n
+        self.mtu = l.mtu
+        self.pkt_ovh = l.packet_overhead
+        self.pcie = Pcie(profile.pcie)
+        self.pu_busy = [0.0] * max(1, n.processing_units)
+        self.req_t = n.requester
+        self.resp_t = n.responder
+        self.comp_t = n.completer
+        self.per_pkt = n.per_packet
+        self.qpc = LruCache(n.qp_cache_entries)
+        self.mtt = LruCache(n.mtt_cache_entries)
+        self.atomic_busy = [0.0] * max(1, n.atomic_units)
+        self.atomic_addr: dict = {}
+        self.stall_nic = n.atomic_mode == "stall_nic"
+        self.max_rd = n.max_rd_atomic
+        self.qps: dict[int, QpHw] = {}
+        self.fabric = None              # set by the fabric
+        self.up = True
+        self._next_qpn = 0
+        self.ack_bytes = self.pkt_ovh + AETH
+        self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0, "msgs_tx": 0,
+                         "msgs_rx": 0}
+
+    # ----------------------------------------------------------------- resources
+    def create_qp(self, qtype: str, send_cq: Cq, recv_cq: Cq) -> QpHw:
+        """Allocate a QP context (lazily cached on first use)."""
+        self._next_qpn += 1
+        qp = QpHw(self, self._next_qpn, qtype, send_cq, recv_cq)
+        self.qps[qp.qpn] = qp
+        return qp
+
+    def _qpc_lookup(self, qpn: int, t: float) -> float:
+        if self.qpc.access(qpn):
+            return t
+        self.counters["qpc_miss"] += 1
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(t, "nic.qpc_miss", self.name, qpn=qpn)
+        return self.pcie.dma_read(t, self.p.qp_context_size)
+
+    def _translate(self, mr: MemoryRegion, offset: int, n: int, t: float) -> float:
+        """Time the data access can start after translating ``[offset, offset+n)``."""
+        ps = mr.page_size
+        first, last = offset // ps, (offset + max(n, 1) - 1) // ps
+        for page in range(first, last + 1):
+            if not self.mtt.access((mr.rkey, page)):
+                self.counters["mtt_miss"] += 1
+                t = self.pcie.dma_read(t, self.p.mtt_entry_size)
+        return t
+
+    def _npkts(self, length: int) -> int:
+        return 1 if length <= self.mtu else -(-length // self.mtu)
+
+    def wire_bytes(self, length: int, ext_first: int) -> int:
+        """On-wire bytes of a message of ``length`` payload bytes."""
+        return length + self._npkts(length) * self.pkt_ovh + ext_first
+
+    # ----------------------------------------------------------------- send queue
+    def doorbell(self, qp: QpHw, wrs: list[WorkRequest]) -> None:
+        """The NIC has the WQEs of one doorbell (called at that time by the verbs layer)."""
+        if qp.state is ERR:
+            self._flush(qp, wrs)
+            return
+        if qp.pending:
+            qp.pending.extend(wrs)
+            return
+        self._run_sq(qp, wrs, 0)
+
+    def _run_sq(self, qp: QpHw, wrs, start: int) -> None:
+        sim = self.sim
+        now = sim.env._now
+        pu = qp.pu
+        t = self.pu_busy[pu]
+        if t < now:
+            t = now
+        for i in range(start, len(wrs)):
+            wr = wrs[i]
+            op = wr.opcode
+            if op >= READ:  # READ, CAS, FAA need a slot
+                if qp.rd_out >= self.max_rd:
+                    qp.pending.extend(wrs[i:])
+                    break
+                qp.rd_out += 1
+            t = self._qpc_lookup(qp.qpn, t)
+            length = wr.length if _HAS_PAYLOAD[op] else 0
+            npk = 1 if length <= self.mtu else -(-length // self.mtu)
+            t += self.req_t[CATEGORY[op]] + (npk - 1) * self.per_pkt
+            ready = t
+            if length and not wr.inline:
+                if wr.local is not None:
+                    ready = self._translate(wr.local, wr.local_offset, length, ready)
+                ready = self.pcie.dma_read(ready, length)
+            self._send_request(qp, wr, op, length, npk, ready)
+        self.pu_busy[pu] = t
+        if self.stall_nic:
+            pass  # stalls are applied by the atomic unit
+
+    def _send_request(self, qp: QpHw, wr: WorkRequest, op: int, length: int, npk: int,
+                      ready: float) -> None:
+        fab = self.fabric
+        if qp.type == UD:
+            dst_id, dst_qpn = wr.dest
+            path = fab.route(self.id, dst_id)
+            ext = DETH + (IMMDT if _HAS_IMM[op] else 0)
+        else:
+            dst_id, dst_qpn = qp.peer
+            path = qp.path
+            if path is None:
+                path = qp.path = fab.route(self.id, dst_id)
+            ext = _REQ_EXT[op]
+        wire = length + npk * self.pkt_ovh + ext
+        qp.seq += 1
+        msg = _Msg(0, wr, qp, dst_qpn, npk, qp.seq)
+        if wr.local is None and wr.data is not None and _HAS_PAYLOAD[op]:
+            msg.data = wr.data
+        elif wr.local is not None and _HAS_PAYLOAD[op]:
+            msg.data = wr.local.read(wr.local_offset, length)
+        self.counters["msgs_tx"] += 1
+        arrive = transmit(path, ready, wire)
+        dst = fab.nics[dst_id]
+        if not dst.up or not fab.path_up(path):
+            if qp.type == RC:
+                if wr.signaled:
+                    qp.inflight[msg.seq] = wr
+                self.sim.call_at(self.sim.now + qp.timeout_ns, self._rc_timeout, qp)
+            return
+        self.sim.call_at(arrive, dst._rx_request, msg)
+        if qp.type == RC:
+            if wr.signaled:
+                qp.inflight[msg.seq] = wr
+        elif wr.signaled:
+            # UD/UC complete locally once the message has left the NIC.
+            t_cqe = self.pcie.dma_write(path[0].busy_until, self.p.cqe_size)
+            self._complete(qp, wr, SUCCESS, t_cqe, length)
+
+    # ----------------------------------------------------------------- responder
+    def _rx_request(self, msg: _Msg) -> None:
+        if not self.up:
+            return
+        sim = self.sim
+        now = sim.env._now
+        qp = self.qps.get(msg.dst_qpn)
+        req_qp = msg.qp
+        if qp is None or qp.state is ERR:
+            if req_qp.type == RC:
+                sim.call_at(now + req_qp.timeout_ns, req_qp.nic._rc_timeout, req_qp)
+            return
+        self.counters["msgs_rx"] += 1
+        wr = msg.wr
+        op = wr.opcode
+        pu = qp.pu
+        t = self.pu_busy[pu]
+        if t < now:
+            t = now
+        t = self._qpc_lookup(qp.qpn, t)
+        t += self.resp_t[CATEGORY[op]] + (msg.npkts - 1) * self.per_pkt
+        self.pu_busy[pu] = t
+        length = wr.length
+        cqe = self.p.cqe_size
+        if op == SEND or op == SEND_WITH_IMM:
+            if not qp.recvs:
+                if qp.type == UD or qp.type == UC:
+                    self.counters["ud_drop"] += 1
+                    if sim.trace.enabled:
+                        sim.trace.emit(now, "nic.ud_drop", self.name, qpn=qp.qpn)
+                    return
+                # RC: receiver not ready -> RNR NAK; the requester retries after the timer.
+                self.counters["rnr"] += 1
+                sim.call_at(t + 2 * 655360.0 / 64, self._rx_request, msg)  # ~20 us RNR timer
+                return
+            recv = qp.recvs.popleft()
+            nbytes = length + (GRH if qp.type == UD else 0)
+            if recv.local is not None and msg.data is not None:
+                recv.local.write(recv.local_offset + (GRH if qp.type == UD else 0), msg.data)
+            t_vis = self.pcie.dma_write(t, nbytes) if nbytes else t
+            wc = WorkCompletion(recv.wr_id, SUCCESS, RECV, length, qp.qpn, wr.imm,
+                                (req_qp.nic.id, req_qp.qpn), msg.data, wr.t_post)
+            self._push_cqe(qp, qp.recv_cq, wc, self.pcie.dma_write(t_vis, cqe))
+            if qp.type == RC:
+                self._ack(qp, msg, t)
+            return
+        if op == WRITE or op == WRITE_WITH_IMM:
+            mr = self.memory.get(wr.rkey) if wr.rkey is not None else None
+            if wr.rkey is not None and (mr is None or not mr.check(wr.remote_offset, length)):
+                self._nak(qp, msg, t, REM_ACCESS_ERR)
+                return
+            if mr is not None:
+                t = self._translate(mr, wr.remote_offset, length, t)
+                if msg.data is not None:
+                    mr.write(wr.remote_offset, msg.data)
+            t_vis = self.pcie.dma_write(t, length) if length else t
+            if op == WRITE_WITH_IMM:
+                if qp.recvs:
+                    recv = qp.recvs.popleft()
+                    wc = WorkCompletion(recv.wr_id, SUCCESS, WRITE_WITH_IMM, length, qp.qpn,
+                                        wr.imm, (req_qp.nic.id, req_qp.qpn), None, wr.t_post)
+                    self._push_cqe(qp, qp.recv_cq, wc, self.pcie.dma_write(t_vis, cqe))
+                elif qp.type == RC:
+                    self.counters["rnr"] += 1
+                    sim.call_at(t + 20480.0, self._rx_request, msg)
+                    return
+            if qp.type == RC:
+                self._ack(qp, msg, t)
+            return
+        # READ or atomic: a response carries data back.
+        mr = self.memory.get(wr.rkey) if wr.rkey is not None else None
+        n = length if op == READ else 8
+        if wr.rkey is not None and (mr is None or not mr.check(wr.remote_offset, n)):
+            self._nak(qp, msg, t, REM_ACCESS_ERR)
+            return
+        if mr is not None:
+            t = self._translate(mr, wr.remote_offset, n, t)
+        resp = _Msg(1, wr, req_qp, 0, self._npkts(length) if op == READ else 1, msg.seq)
+        if op == READ:
+            if mr is not None and wr.local is not None:
+                resp.data = mr.read(wr.remote_offset, length)
+            ready = self.pcie.dma_read(t, length) if length else t
+            wire = length + resp.npkts * self.pkt_ovh + AETH
+        else:
+            ready = self._atomic(t, (wr.rkey, wr.remote_offset))
+            if mr is not None:
+                resp.old = (mr.cas(wr.remote_offset, wr.compare_add, wr.swap) if op == CAS
+                            else mr.faa(wr.remote_offset, wr.compare_add))
+            wire = self.pkt_ovh + AETH + ATOMIC_ACK_ETH
+        self._reply(qp, req_qp, resp, ready, wire)
+
+    def _atomic(self, t: float, addr) -> float:
+        """Run one atomic from time ``t`` on the atomic unit; return when its result is in."""
+        busy = self.atomic_busy
+        slot = min(range(len(busy)), key=busy.__getitem__)
+        start = t if t > busy[slot] else busy[slot]
+        prev = self.atomic_addr.get(addr)
+        if prev is not None and prev > start:
+            start = prev  # same address: strictly one after another
+        done = self.pcie.dma_read(start, 8) + self.p.atomic_service
+        self.pcie.dma_write(done, 8)
+        busy[slot] = done
+        aa = self.atomic_addr
+        aa[addr] = done
+        if len(aa) > 4096:
+            now = self.sim.now
+            for k in [k for k, v in aa.items() if v <= now]:
+                del aa[k]
+        if self.stall_nic:
+            pb = self.pu_busy
+            for i in range(len(pb)):
+                if pb[i] < done:
+                    pb[i] = done
+        return done
+
+    def _reply(self, qp: QpHw, req_qp: QpHw, resp: _Msg, ready: float, wire: int) -> None:
+        path = qp.path
+        if path is None:
+            path = qp.path = self.fabric.route(self.id, req_qp.nic.id)
+        arrive = transmit(path, ready, wire)
+        if req_qp.nic.up and self.fabric.path_up(path):
+            self.sim.call_at(arrive, req_qp.nic._rx_response, resp)
+
+    def _ack(self, qp: QpHw, msg: _Msg, t: float) -> None:
+        qp.ack_count += 1
+        if msg.wr.signaled or qp.ack_count % self.p.ack_coalesce == 0:
+            path = qp.path
+            if path is None:
+                path = qp.path = self.fabric.route(self.id, msg.qp.nic.id)
+            arrive = transmit(path, t, self.ack_bytes)
+            if msg.wr.signaled and msg.qp.nic.up:
+                resp = _Msg(2, msg.wr, msg.qp, 0, 1, msg.seq)
+                self.sim.call_at(arrive, msg.qp.nic._rx_response, resp)
+
+    def _nak(self, qp: QpHw, msg: _Msg, t: float, status: int) -> None:
+        resp = _Msg(3, msg.wr, msg.qp, 0, 1, msg.seq)
+        resp.old = status
+        self._reply(qp, msg.qp, resp, t, self.ack_bytes)
+
+    # ----------------------------------------------------------------- completer
+    def _rx_response(self, msg: _Msg) -> None:
+        if not self.up:
+            return
+        qp = msg.qp
+        if qp.state is ERR:
+            return
+        now = self.sim.env._now
+        wr = msg.wr
+        op = wr.opcode
+        pu = qp.pu
+        t = self.pu_busy[pu]
+        if t < now:
+            t = now
+        t = self._qpc_lookup(qp.qpn, t)
+        t += self.comp_t[CATEGORY[op]] + (msg.npkts - 1) * self.per_pkt
+        self.pu_busy[pu] = t
+        if msg.kind == 3:  # NAK: the QP breaks
+            qp.inflight.pop(msg.seq, None)
+            self._complete(qp, wr, msg.old, self.pcie.dma_write(t, self.p.cqe_size), 0)
+            self._break(qp, t)
+            return
+        t_vis = t
+        data = None
+        if op == READ:
+            if wr.length:
+                if wr.local is not None:
+                    t = self._translate(wr.local, wr.local_offset, wr.length, t)
+                    if msg.data is not None:
+                        wr.local.write(wr.local_offset, msg.data)
+                t_vis = self.pcie.dma_write(t, wr.length)
+            data = msg.data
+        elif op == CAS or op == FAA:
+            if wr.local is not None:
+                wr.local.write_u64(wr.local_offset, msg.old)
+            t_vis = self.pcie.dma_write(t, 8)
+            data = msg.old
+        if op >= READ:
+            qp.rd_out -= 1
+        if wr.signaled:
+            qp.inflight.pop(msg.seq, None)
+            self._complete(qp, wr, SUCCESS, self.pcie.dma_write(t_vis, self.p.cqe_size),
+                           wr.length, data)
+        if qp.pending and qp.rd_out < self.max_rd:
+            pend = list(qp.pending)
+            qp.pending.clear()
+            self._run_sq(qp, pend, 0)
+
+    def _complete(self, qp: QpHw, wr: WorkRequest, status: int, t_cqe: float, nbytes: int,
+                  data=None) -> None:
+        wc = WorkCompletion(wr.wr_id, status, wr.opcode, nbytes, qp.qpn, None, None, data,
+                            wr.t_post)
+        self._push_cqe(qp, qp.send_cq, wc, t_cqe)
+
+    def _push_cqe(self, qp: QpHw, cq: Cq, wc: WorkCompletion, t: float) -> None:
+        # Completions of one QP become visible in posting order.
+        if t < qp.last_cqe:
+            t = qp.last_cqe
+        qp.last_cqe = t
+        cq.push(wc, t)
+
+    # ----------------------------------------------------------------- receive queue
+    def post_recv(self, qp: QpHw, wrs: list[WorkRequest]) -> None:
+        """Make RECV buffers available (they were posted by the verbs layer)."""
+        if qp.state is ERR:
+            for wr in wrs:
+                self._push_cqe(qp, qp.recv_cq, WorkCompletion(wr.wr_id, WR_FLUSH_ERR, RECV, 0,
+                                                              qp.qpn), self.sim.now)
+            return
+        qp.recvs.extend(wrs)
+
+    # ----------------------------------------------------------------- failures
+    def _rc_timeout(self, qp: QpHw) -> None:
+        if qp.state is ERR:
+            return
+        self._break(qp, self.sim.now, RETRY_EXC_ERR)
+
+    def _break(self, qp: QpHw, t: float, first_status: int = WR_FLUSH_ERR) -> None:
+        """Move ``qp`` to the error state and flush everything it holds."""
+        qp.state = ERR
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(t, "nic.qp_error", self.name, qpn=qp.qpn)
+        status = first_status
+        for seq in sorted(qp.inflight):
+            self._complete(qp, qp.inflight[seq], status, t, 0)
+            status = WR_FLUSH_ERR
+        qp.inflight.clear()
+        self._flush(qp, list(qp.pending), t)
+        qp.pending.clear()
+        for wr in qp.recvs:
+            self._push_cqe(qp, qp.recv_cq, WorkCompletion(wr.wr_id, WR_FLUSH_ERR, RECV, 0,
+                                                          qp.qpn), t)
+        qp.recvs.clear()
+        if qp.on_error is not None:
+            qp.on_error(qp)
+
+    def _flush(self, qp: QpHw, wrs, t: float | None = None) -> None:
+        t = self.sim.now if t is None else t
+        for wr in wrs:
+            if wr.signaled:
+                self._complete(qp, wr, WR_FLUSH_ERR, t, 0)
+
+    def fail(self) -> None:
+        """The NIC (or its node) goes down: it sends and receives nothing from now on."""
+        self.up = False

@@ -1,0 +1,318 @@
+"""NIC profiles: typed, validated physical parameters of one NIC generation and its host.
+
+A profile is a YAML file in ``rnicsim/profiles/`` (or any path). Every parameter is written
+as ``{value: <quantity with unit>, source: <where the number comes from>}``; unknown keys
+are rejected, units are checked, and the loaded :class:`Profile` exposes plain floats in
+the simulator's base units (ns, bytes, bit/s) through its ``.v`` views.
+
+Sections:
+- ``link``: the wire (IB or RoCE), its data rate, MTU and per-packet overhead.
+- ``switch``: cut-through latency and per-port buffer of the fabric's switches.
+- ``pcie``: the NIC's PCIe attachment: rate after encoding, TLP overhead, latency.
+- ``nic``: processing units, per-opcode service times, caches, atomic unit, limits.
+- ``host``: CPU costs of the software side of verbs (posting, polling, interrupts).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import InputError
+from .units import parse_bytes, parse_freq_hz, parse_rate_bps, parse_time_ns
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Param(BaseModel):
+    model_config = _STRICT
+    value: Any
+    source: str = Field(min_length=3)
+
+
+class TimeP(_Param):
+    """A duration; ``.ns`` is the value in nanoseconds."""
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> float:
+        return parse_time_ns(v)
+
+
+class RateP(_Param):
+    """A rate; the value is stored in bit/s."""
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> float:
+        return parse_rate_bps(v)
+
+
+class SizeP(_Param):
+    """A size; the value is stored in bytes."""
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> int:
+        return parse_bytes(v)
+
+
+class CountP(_Param):
+    """A whole count (>= 0)."""
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"expected a whole number >= 0, got {v!r}")
+        return v
+
+
+class FreqP(_Param):
+    """A frequency; the value is stored in Hz."""
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> float:
+        return parse_freq_hz(v)
+
+
+class RatioP(_Param):
+    """A dimensionless number in [0, 1] (fractions, encodings as 'a/b' strings)."""
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> float:
+        if isinstance(v, str) and "b/" in v:  # "64b/66b"
+            a, b = v.replace("b", "").split("/")
+            v = float(a) / float(b)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) <= 1:
+            raise ValueError(f"expected a ratio in (0, 1] or an encoding like '64b/66b', got {v!r}")
+        return float(v)
+
+
+class ChoiceP(_Param):
+    """One word out of a fixed set (checked by the section)."""
+
+
+class OpTimes(BaseModel):
+    """Per-opcode service times [ns] of a NIC processing unit."""
+
+    model_config = _STRICT
+    send: TimeP
+    write: TimeP
+    read: TimeP
+    atomic: TimeP
+
+
+class LinkSection(BaseModel):
+    """The wire between a NIC port and a switch port."""
+
+    model_config = _STRICT
+    kind: ChoiceP                   # ib | roce
+    signal_rate: RateP              # raw lane rate x width [bit/s]
+    encoding: RatioP                # 8b/10b, 64b/66b
+    mtu: SizeP                      # RDMA (path) MTU [B]
+    packet_overhead: SizeP          # bytes on the wire per packet besides payload and
+                                    # transport extension headers (LRH/BTH/CRCs or
+                                    # Ethernet/IP/UDP/BTH/CRCs + preamble + IFG)
+    propagation: TimeP              # cable delay one way [ns]
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: ChoiceP) -> ChoiceP:
+        if v.value not in ("ib", "roce"):
+            raise ValueError("link.kind.value must be 'ib' or 'roce'")
+        return v
+
+
+class SwitchSection(BaseModel):
+    """A switch of the fabric (cut-through, output-queued, lossless)."""
+
+    model_config = _STRICT
+    latency: TimeP                  # port-to-port cut-through latency [ns]
+    buffer_per_port: SizeP          # output buffer before backpressure [B]
+
+
+class PcieSection(BaseModel):
+    """The NIC's PCIe attachment."""
+
+    model_config = _STRICT
+    rate: RateP                     # per direction after line encoding [bit/s]
+    tlp_overhead: SizeP             # header + framing + LCRC + DLLP share per TLP [B]
+    max_payload: SizeP              # MPS [B]: DMA writes and read completions split at this
+    latency: TimeP                  # one-way NIC <-> host memory latency [ns]
+    mmio_latency: TimeP             # CPU store reaching the NIC (doorbell, BlueFlame) [ns]
+
+
+class NicSection(BaseModel):
+    """The RNIC's internals."""
+
+    model_config = _STRICT
+    model: ChoiceP
+    processing_units: CountP        # parallel engines; a QP is served by one of them
+    requester: OpTimes              # PU time to issue one WQE of the opcode [ns]
+    responder: OpTimes              # PU time to serve one incoming request [ns]
+    completer: OpTimes              # PU time to take one ACK / response at the requester [ns]
+    per_packet: TimeP               # PU time per extra MTU packet of a message [ns]
+    wqe_size: SizeP                 # bytes of one WQE fetched by DMA [B]
+    cqe_size: SizeP                 # bytes of one CQE written to the host [B]
+    blueflame_size: SizeP           # largest WQE the CPU can push with the doorbell [B]
+    max_inline: SizeP               # largest inline payload [B]
+    qp_cache_entries: CountP        # QP contexts held on the NIC
+    qp_context_size: SizeP          # bytes fetched over PCIe on a QP-context miss [B]
+    mtt_cache_entries: CountP       # address translations held on the NIC
+    mtt_entry_size: SizeP           # bytes fetched over PCIe on a translation miss [B]
+    atomic_units: CountP            # atomics in flight at once on the NIC
+    atomic_mode: ChoiceP            # concurrent | stall_nic (ConnectX-3: NIC waits)
+    atomic_service: TimeP           # atomic unit time besides the PCIe read-modify-write [ns]
+    max_rd_atomic: CountP           # outstanding READ/atomic per QP
+    uar_dedicated: CountP           # dedicated doorbell (BlueFlame) registers per context
+    ack_coalesce: CountP            # RC responder sends one ACK per this many WRITE/SEND
+
+    @field_validator("atomic_mode")
+    @classmethod
+    def _mode(cls, v: ChoiceP) -> ChoiceP:
+        if v.value not in ("concurrent", "stall_nic"):
+            raise ValueError("atomic_mode.value must be 'concurrent' or 'stall_nic'")
+        return v
+
+
+class HostSection(BaseModel):
+    """The host CPU side of verbs."""
+
+    model_config = _STRICT
+    cpu: ChoiceP
+    clock: FreqP
+    cores: CountP
+    wqe_build: TimeP                # CPU time to build one WQE [ns]
+    mmio: TimeP                     # CPU time of one doorbell / BlueFlame store [ns]
+    uar_lock: TimeP                 # extra CPU time to take a shared doorbell register [ns]
+    poll_cq: TimeP                  # CPU time of one ibv_poll_cq call [ns]
+    cqe_handle: TimeP               # CPU time per completion taken [ns]
+    poll_detect: TimeP              # mean delay from a memory/CQ write to a spinning poller
+                                    # seeing it [ns]
+    coroutine_switch: TimeP         # user-level context switch [ns]
+    interrupt_latency: TimeP        # completion to handler start with interrupts [ns]
+    interrupt_cpu: TimeP            # CPU time of an interrupt + wakeup [ns]
+
+
+class ProfileModel(BaseModel):
+    """The whole profile file."""
+
+    model_config = _STRICT
+    name: str
+    description: str
+    link: LinkSection
+    switch: SwitchSection
+    pcie: PcieSection
+    nic: NicSection
+    host: HostSection
+
+
+class _View:
+    """Attribute view of a section with plain values (units already applied)."""
+
+    def __init__(self, section: BaseModel) -> None:
+        for k in type(section).model_fields:
+            p = getattr(section, k)
+            if isinstance(p, OpTimes):
+                setattr(self, k, {op: getattr(p, op).value for op in type(p).model_fields})
+            else:
+                setattr(self, k, p.value)
+
+
+class Profile:
+    """A loaded NIC profile.
+
+    ``profile.link``, ``.switch``, ``.pcie``, ``.nic``, ``.host`` are views with plain
+    numbers in base units (ns, bytes, bit/s, Hz). ``profile.model`` is the validated
+    pydantic model (with the ``source`` of every parameter).
+    """
+
+    def __init__(self, model: ProfileModel, path: str) -> None:
+        self.model = model
+        self.path = path
+        self.name = model.name
+        self.link = _View(model.link)
+        self.switch = _View(model.switch)
+        self.pcie = _View(model.pcie)
+        self.nic = _View(model.nic)
+        self.host = _View(model.host)
+        self.link.rate = self.link.signal_rate * self.link.encoding  # data rate [bit/s]
+
+    def with_overrides(self, overrides: dict[str, Any], source: str = "override") -> "Profile":
+        """A copy with ``{"section.param": value}`` replaced (validated like the file)."""
+        # model_dump gives values in base units (ns, B, bit/s), which validate unchanged.
+        raw = self.model.model_dump(mode="python")
+        for key, value in overrides.items():
+            parts = key.split(".")
+            node = raw
+            for p in parts[:-1]:
+                if not isinstance(node, dict) or p not in node:
+                    raise InputError(source, key, f"a profile parameter; no {p!r} here")
+                node = node[p]
+            leaf = parts[-1]
+            if not isinstance(node, dict) or leaf not in node:
+                raise InputError(source, key, "a profile parameter such as pcie.latency")
+            if isinstance(node[leaf], dict) and "value" in node[leaf]:
+                node[leaf] = {"value": value, "source": f"{source}: {key}={value}"}
+            else:
+                node[leaf] = value
+        return Profile(_validate(raw, source), source)
+
+
+def _validate(raw: Any, source: str) -> ProfileModel:
+    try:
+        return ProfileModel.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not a profile parameter)"
+        elif err["type"] == "missing":
+            msg = "missing required key"
+        raise InputError(source, loc, msg) from None
+
+
+def available_profiles() -> list[str]:
+    """Names of the profiles shipped in ``rnicsim/profiles``."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+_CACHE: dict[str, Profile] = {}
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load a profile by name (``cx4-edr``) or by path to a YAML file.
+
+    Raises :class:`InputError` naming the file, the key path and what was expected.
+    """
+    if name_or_path in _CACHE:
+        return _CACHE[name_or_path]
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        path = p
+    else:
+        path = PROFILE_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            raise InputError("profile", name_or_path,
+                             f"a profile name ({', '.join(available_profiles())}) "
+                             "or a path to a profile YAML")
+    if not path.exists():
+        raise InputError(str(path), "", "an existing profile YAML file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise InputError(str(path), "", f"valid YAML ({e})") from None
+    if not isinstance(raw, dict):
+        raise InputError(str(path), "", "a mapping with name, description, link, switch, "
+                         "pcie, nic, host")
+    prof = Profile(_validate(raw, str(path)), str(path))
+    _CACHE[name_or_path] = prof
+    return prof

@@ -1,0 +1,204 @@
+"""Simulation: the SimPy environment, seeded random streams, statistics and trace hooks.
+
+Contract:
+- Time is float nanoseconds (:mod:`rnicsim.units`).
+- Hardware schedules plain callbacks with :meth:`Simulation.call_at` (one heap entry, no
+  SimPy process); software runs as SimPy generator processes on the same clock.
+- Every random draw comes from :meth:`Simulation.rng` streams named by the caller and
+  seeded from the scenario seed, so the same seed gives identical results whatever else
+  draws random numbers.
+- Statistics are collected only inside the measured window (:meth:`Simulation.measure`).
+- Trace subscribers observe; they never change what happens. A run with tracing on gives
+  the same results as the same run with tracing off.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from array import array
+from heapq import heappush
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import simpy
+from simpy.events import Event
+
+
+class _Call(Event):
+    """A scheduled callback: the cheapest thing the SimPy heap can hold."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, env: simpy.Environment, fn: Callable[..., Any], args: tuple) -> None:
+        # Event.__init__ is inlined (as SimPy's own Timeout does) for speed.
+        self.env = env
+        self.callbacks = [self._fire]
+        self._value = None
+        self._ok = True
+        self.fn = fn
+        self.args = args
+
+    def _fire(self, _ev: Event) -> None:
+        self.fn(*self.args)
+
+
+class Histogram:
+    """Samples of one quantity (e.g. latency [ns]) with exact percentiles."""
+
+    __slots__ = ("samples",)
+
+    def __init__(self) -> None:
+        self.samples = array("d")
+
+    def add(self, value: float) -> None:
+        """Record one sample."""
+        self.samples.append(value)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def percentile(self, q: float) -> float:
+        """The q-th percentile (0..100) of the samples, NaN when empty."""
+        if not self.samples:
+            return float("nan")
+        return float(np.percentile(np.frombuffer(self.samples, dtype=float), q))
+
+    def mean(self) -> float:
+        """Arithmetic mean of the samples, NaN when empty."""
+        if not self.samples:
+            return float("nan")
+        return float(np.mean(np.frombuffer(self.samples, dtype=float)))
+
+    def summary(self) -> dict[str, float]:
+        """count, mean, p50, p90, p99, p99.9 of the samples."""
+        if not self.samples:
+            nan = float("nan")
+            return {"count": 0, "mean": nan, "p50": nan, "p90": nan, "p99": nan, "p999": nan}
+        a = np.frombuffer(self.samples, dtype=float)
+        p = np.percentile(a, [50, 90, 99, 99.9])
+        return {"count": len(a), "mean": float(a.mean()), "p50": float(p[0]),
+                "p90": float(p[1]), "p99": float(p[2]), "p999": float(p[3])}
+
+
+class Stats:
+    """Counters and histograms keyed by name, recorded only while measuring."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, float] = {}
+        self.hists: dict[str, Histogram] = {}
+
+    def hist(self, name: str) -> Histogram:
+        """The histogram called ``name`` (created on first use)."""
+        h = self.hists.get(name)
+        if h is None:
+            h = self.hists[name] = Histogram()
+        return h
+
+    def count(self, name: str) -> float:
+        """Current value of counter ``name`` (0 when never incremented)."""
+        return self.counters.get(name, 0)
+
+
+class Trace:
+    """Trace hub: components emit named events; subscribers select them by glob.
+
+    ``emit`` costs one attribute test when nobody subscribed. Subscribers receive
+    ``(time_ns, name, scope, data)`` and must not act on the simulation.
+    """
+
+    def __init__(self) -> None:
+        self._subs: list[tuple[str, str, Callable[..., None]]] = []
+        self.enabled = False
+
+    def subscribe(self, fn: Callable[[float, str, str, dict], None], name: str = "*",
+                  scope: str = "*") -> None:
+        """Call ``fn(t, name, scope, data)`` for every matching event."""
+        self._subs.append((name, scope, fn))
+        self.enabled = True
+
+    def emit(self, now: float, name: str, scope: str, **data: Any) -> None:
+        """Deliver an event to the matching subscribers."""
+        for pat_n, pat_s, fn in self._subs:
+            if fnmatch.fnmatchcase(name, pat_n) and fnmatch.fnmatchcase(scope, pat_s):
+                fn(now, name, scope, data)
+
+
+class Simulation:
+    """The simulation clock and its services.
+
+    Params: ``seed`` [int] seeds every named random stream.
+    """
+
+    def __init__(self, seed: int = 1) -> None:
+        self.env = simpy.Environment()
+        self.seed = int(seed)
+        self._rngs: dict[str, np.random.Generator] = {}
+        self.stats = Stats()
+        self.trace = Trace()
+        self.measuring = False
+        self.window: tuple[float, float] = (0.0, 0.0)
+        self._queue = self.env._queue
+        self._eid = self.env._eid
+
+    @property
+    def now(self) -> float:
+        """Current time [ns]."""
+        return self.env._now
+
+    def call_at(self, t: float, fn: Callable[..., Any], *args: Any) -> None:
+        """Call ``fn(*args)`` at absolute time ``t`` [ns] (>= now)."""
+        ev = _Call(self.env, fn, args)
+        heappush(self._queue, (t, 1, next(self._eid), ev))
+
+    def call_in(self, delay: float, fn: Callable[..., Any], *args: Any) -> None:
+        """Call ``fn(*args)`` after ``delay`` [ns]."""
+        ev = _Call(self.env, fn, args)
+        heappush(self._queue, (self.env._now + delay, 1, next(self._eid), ev))
+
+    def timeout(self, delay: float, value: Any = None) -> simpy.events.Timeout:
+        """A SimPy timeout for software processes."""
+        return self.env.timeout(delay, value)
+
+    def event(self) -> simpy.events.Event:
+        """A fresh SimPy event."""
+        return self.env.event()
+
+    def process(self, gen: Iterable) -> simpy.events.Process:
+        """Start a software process (a generator)."""
+        return self.env.process(gen)
+
+    def rng(self, name: str) -> np.random.Generator:
+        """The random stream called ``name``, seeded from the simulation seed and the name."""
+        g = self._rngs.get(name)
+        if g is None:
+            digest = hashlib.sha256(f"{self.seed}:{name}".encode()).digest()
+            g = self._rngs[name] = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        return g
+
+    def measure(self, warmup_ns: float, window_ns: float) -> None:
+        """Collect statistics only during [warmup, warmup + window) [ns]."""
+        self.window = (warmup_ns, warmup_ns + window_ns)
+        if warmup_ns <= self.now:
+            self.measuring = True
+        else:
+            self.call_at(warmup_ns, self._set_measuring, True)
+        self.call_at(warmup_ns + window_ns, self._set_measuring, False)
+
+    def _set_measuring(self, on: bool) -> None:
+        self.measuring = on
+
+    def run(self, until: float | None = None) -> None:
+        """Run until time ``until`` [ns] (or until no events remain)."""
+        self.env.run(until=until)
+
+    # Convenience recorders (no-ops outside the measured window).
+    def add(self, name: str, amount: float = 1) -> None:
+        """Increment counter ``name`` while measuring."""
+        if self.measuring:
+            c = self.stats.counters
+            c[name] = c.get(name, 0) + amount
+
+    def record(self, name: str, value: float) -> None:
+        """Add a sample to histogram ``name`` while measuring."""
+        if self.measuring:
+            self.stats.hist(name).add(value)

@@ -1,0 +1,251 @@
+"""Verbs: the only interface software uses to reach the simulated hardware.
+
+Mirrors libibverbs: a :class:`Context` opened on one NIC of a node (dedicated to a
+thread, or shared by several), :class:`CompletionQueue`, :class:`QueuePair` (RC, UC, UD),
+:class:`MemoryRegion` (with a page size), :class:`WorkRequest` and
+:class:`WorkCompletion`. Software runs as SimPy generator processes on a
+:class:`Thread` and yields the events these calls return::
+
+    ctx = Context(cluster, node=0, nic=0, thread=cluster.nodes[0].thread(0))
+    cq = ctx.create_cq()
+    qp = ctx.create_qp("RC", cq)
+    qp.connect(remote_qp)
+    yield qp.post_send([WorkRequest(READ, 64, wr_id=1, rkey=mr.rkey)])  # CPU for posting
+    wcs = yield cq.wait()                                              # poll until a CQE
+
+Costs charged to the posting thread's core: ``wqe_build`` per WQE and one ``mmio`` per
+doorbell (``post_send`` takes a list: one list is one doorbell). A single WQE is pushed
+with the doorbell (BlueFlame); a list is fetched by the NIC with one DMA read. A context
+has ``uar_dedicated`` doorbell registers; QPs beyond them share one register, guarded by a
+lock (``uar_lock``) that serialises their posts across threads.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .hw.cq import Cq
+from .hw.host import CpuThread as Thread
+from .hw.memory import MemoryRegion
+from .hw.rnic import RC, UC, UD, QpHw
+from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, SEND, SEND_WITH_IMM, STATUS_NAMES,
+                     SUCCESS, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
+
+__all__ = ["Context", "CompletionQueue", "QueuePair", "MemoryRegion", "WorkRequest",
+           "WorkCompletion", "Thread", "SEND", "SEND_WITH_IMM", "WRITE", "WRITE_WITH_IMM",
+           "READ", "CAS", "FAA", "RECV", "SUCCESS", "RC", "UC", "UD", "OPCODE_NAMES",
+           "STATUS_NAMES"]
+
+
+class _Uar:
+    """A doorbell register of a context; shared ones serialise posts behind a lock."""
+
+    __slots__ = ("busy_until", "users")
+
+    def __init__(self) -> None:
+        self.busy_until = 0.0
+        self.users = 0
+
+
+class Context:
+    """An opened device context (``ibv_open_device``) on NIC ``nic`` of node ``node``.
+
+    ``thread`` is the default thread that posts on this context's QPs; a context shared by
+    several threads passes ``thread=`` to :meth:`create_qp` for each QP.
+    """
+
+    def __init__(self, cluster, node: int, nic: int = 0, thread: Thread | None = None) -> None:
+        self.cluster = cluster
+        self.sim = cluster.sim
+        self.node = cluster.nodes[node]
+        self._nic = self.node.nics[nic]
+        self.nic_id = self._nic.id
+        self.thread = thread
+        host = cluster.profile.host
+        self.host = host
+        ded = cluster.profile.nic.uar_dedicated
+        self._uars = [_Uar() for _ in range(ded)]
+        self._shared_uar = _Uar()
+        self._nqp = 0
+
+    @property
+    def mtu(self) -> int:
+        """The path MTU [B]."""
+        return self._nic.mtu
+
+    @property
+    def max_inline(self) -> int:
+        """Largest inline payload [B]."""
+        return self._nic.p.max_inline
+
+    def create_cq(self, thread: Thread | None = None) -> "CompletionQueue":
+        """A completion queue polled by ``thread`` (default: the context's thread)."""
+        th = thread or self.thread
+        cq = Cq(self.sim, f"{self._nic.name}/cq", self.host)
+        return CompletionQueue(cq, th)
+
+    def create_qp(self, qtype: str, send_cq: "CompletionQueue",
+                  recv_cq: "CompletionQueue | None" = None,
+                  thread: Thread | None = None) -> "QueuePair":
+        """A queue pair of type ``"RC"``, ``"UC"`` or ``"UD"`` posting from ``thread``."""
+        if qtype not in (RC, UC, UD):
+            raise ValueError(f"QP type must be RC, UC or UD, not {qtype!r}")
+        th = thread or self.thread
+        if th is None:
+            raise ValueError("create_qp needs a thread (none given and the context has none)")
+        recv_cq = recv_cq or send_cq
+        hw = self._nic.create_qp(qtype, send_cq._cq, recv_cq._cq)
+        if self._nqp < len(self._uars):
+            uar = self._uars[self._nqp]
+        else:
+            uar = self._shared_uar
+        uar.users += 1
+        self._nqp += 1
+        return QueuePair(self, hw, th, uar)
+
+    def reg_mr(self, length: int, page_size: int = 2 * 1024 * 1024,
+               name: str = "") -> MemoryRegion:
+        """Register ``length`` bytes of host memory with pages of ``page_size`` bytes."""
+        mr = MemoryRegion(self.node.id, length, page_size, self.cluster.new_key(), name)
+        self.node.memory[mr.rkey] = mr
+        return mr
+
+
+class CompletionQueue:
+    """A completion queue (``ibv_cq``) polled by one thread."""
+
+    __slots__ = ("_cq", "thread")
+
+    def __init__(self, cq: Cq, thread: Thread | None) -> None:
+        self._cq = cq
+        self.thread = thread
+
+    def poll(self, max_n: int = 16) -> list[WorkCompletion]:
+        """``ibv_poll_cq``: completions visible now (CPU booked on the thread, no event)."""
+        wcs = self._cq.take(max_n)
+        h = self._cq.host
+        if self.thread is not None:
+            self.thread.reserve(self._cq.sim.now, h.poll_cq + len(wcs) * h.cqe_handle)
+        return wcs
+
+    def wait(self, max_n: int = 1 << 30):
+        """An event whose value is the non-empty list of completions a poll loop finds.
+
+        Busy polling by default; after :meth:`use_interrupts` the thread sleeps and pays the
+        interrupt latency and CPU instead.
+        """
+        return self._cq.wait(self.thread, max_n)
+
+    def use_interrupts(self, on: bool = True) -> None:
+        """Switch between busy polling (default) and interrupt-driven completion."""
+        self._cq.mode = "interrupt" if on else "poll"
+
+    @property
+    def pending(self) -> int:
+        """Completions pushed by the NIC and not yet taken (visible or not)."""
+        return self._cq.pushed - self._cq.taken
+
+
+class QueuePair:
+    """A queue pair (``ibv_qp``). RC/UC must be :meth:`connect`-ed; UD takes ``dest``."""
+
+    __slots__ = ("ctx", "_hw", "thread", "_uar", "sim")
+
+    def __init__(self, ctx: Context, hw: QpHw, thread: Thread, uar: _Uar) -> None:
+        self.ctx = ctx
+        self._hw = hw
+        self.thread = thread
+        self._uar = uar
+        self.sim = ctx.sim
+
+    @property
+    def qp_num(self) -> int:
+        """The QP number."""
+        return self._hw.qpn
+
+    @property
+    def type(self) -> str:
+        """RC, UC or UD."""
+        return self._hw.type
+
+    @property
+    def address(self) -> tuple[int, int]:
+        """``(nic_id, qpn)``: what a peer needs to reach this QP (UD address handle)."""
+        return (self.ctx.nic_id, self._hw.qpn)
+
+    @property
+    def state(self) -> str:
+        """``"RTS"`` or ``"ERR"``."""
+        return self._hw.state
+
+    def connect(self, remote: "QueuePair") -> None:
+        """Connect this RC/UC QP to ``remote`` (and ``remote`` back to this one)."""
+        if self.type == UD or remote.type != self.type:
+            raise ValueError("connect() joins two RC or two UC queue pairs")
+        self._hw.peer = remote.address
+        remote._hw.peer = self.address
+
+    def post_send(self, wrs: Sequence[WorkRequest]):
+        """Post ``wrs`` with one doorbell; returns the event of the posting CPU work.
+
+        Raises ValueError for requests the hardware would reject at post time (UD payload
+        above the MTU, inline above ``max_inline``, verbs the transport lacks).
+        """
+        if not wrs:
+            raise ValueError("post_send needs at least one work request")
+        nic = self.ctx._nic
+        qt = self._hw.type
+        for wr in wrs:
+            op = wr.opcode
+            if op == RECV:
+                raise ValueError("RECV work requests go to post_recv")
+            if qt == UD and (op not in (SEND, SEND_WITH_IMM) or wr.dest is None):
+                raise ValueError("UD supports SEND/SEND_WITH_IMM with a dest address only")
+            if qt == UD and wr.length > nic.mtu:
+                raise ValueError(f"UD message of {wr.length} B exceeds the MTU {nic.mtu} B")
+            if qt == UC and op >= READ:
+                raise ValueError("UC supports SEND and WRITE only")
+            if wr.inline and wr.length > nic.p.max_inline:
+                raise ValueError(f"inline payload {wr.length} B exceeds max_inline "
+                                 f"{nic.p.max_inline} B")
+        sim = self.sim
+        now = sim.env._now
+        h = self.ctx.host
+        th = self.thread
+        n = len(wrs)
+        for wr in wrs:
+            wr.t_post = now
+        t = th.reserve(now, n * h.wqe_build)
+        uar = self._uar
+        if uar.users > 1:
+            # Shared doorbell register: posts from all its QPs go one at a time.
+            start = t if t > uar.busy_until else uar.busy_until
+            uar.busy_until = start + h.mmio + h.uar_lock
+            t = th.reserve(t, uar.busy_until - t)
+        else:
+            t = th.reserve(t, h.mmio)
+        p = nic.p
+        if n == 1 and p.wqe_size + (wrs[0].length if wrs[0].inline else 0) <= p.blueflame_size:
+            t_nic = nic.pcie.mmio(t, p.wqe_size + (wrs[0].length if wrs[0].inline else 0))
+        else:
+            t_db = nic.pcie.mmio(t, 8)
+            inl = sum(wr.length for wr in wrs if wr.inline)
+            t_nic = nic.pcie.dma_read(t_db, n * p.wqe_size + inl)
+        sim.call_at(t_nic, nic.doorbell, self._hw, list(wrs))
+        return sim.env.timeout(t - now)
+
+    def post_recv(self, wrs: Sequence[WorkRequest]):
+        """Post receive buffers; returns the event of the posting CPU work.
+
+        A receive doorbell is a record in host memory (no MMIO), so it costs only the WQE
+        build.
+        """
+        now = self.sim.env._now
+        t = self.thread.reserve(now, len(wrs) * self.ctx.host.wqe_build)
+        for wr in wrs:
+            wr.opcode = RECV
+        self.ctx._nic.post_recv(self._hw, list(wrs))
+        return self.sim.env.timeout(t - now)
+
+    def on_error(self, callback) -> None:
+        """Call ``callback(qp)`` when this QP breaks (peer failure, remote access error)."""
+        self._hw.on_error = lambda _hw: callback(self)
