@@ -1,0 +1,1284 @@
+/* client.c - the active side: runs the sweeps against a server and writes JSON lines
+ * (schema: SCHEMA.md). Every sweep point gets fresh QPs and memory on both sides:
+ * SETUP -> CONNECT -> measure -> TEARDOWN over the TCP bootstrap channel. */
+#include "net.h"
+#include "probe.h"
+#include "stats.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS_PER_S 1000000000ull
+#define OP_TIMEOUT_NS (5ull * NS_PER_S)          /* no completion for this long: give up */
+#define UD_REPLY_TIMEOUT_NS (200ull * 1000000ull) /* a UD echo this late counts as lost */
+#define MAX_BATCH 64
+#define HUGE_2M (2u << 20)
+
+enum verb { V_READ, V_WRITE, V_SEND, V_CAS, V_FAA };
+static const char *const VERB_NAMES[] = {"READ", "WRITE", "SEND", "CAS", "FAA"};
+enum method { M_CQE, M_PINGPONG, M_BW };
+static const char *const METHOD_NAMES[] = {"post_to_cqe", "pingpong", "throughput"};
+
+enum { POINT_OK = 0, POINT_SKIP = 1, POINT_FATAL = -1 };
+
+struct point {
+    int sweep;
+    int verb;
+    int transport;
+    int method;
+    uint32_t payload;
+    int nqps;
+    int threads;
+    int depth;        /* outstanding WRs per QP */
+    int batch;        /* WRs per ibv_post_send */
+    int signal_every; /* one signaled WR every N */
+    int inline_;
+    uint32_t page_size;
+    uint64_t region_bytes; /* remote region; 0: just large enough */
+    int addresses;         /* distinct remote 64-byte-apart targets, cycled */
+    int random_offsets;    /* uniformly random targets over the region */
+    long iters;            /* samples (latency) or operations (throughput) */
+};
+
+struct result {
+    char reason[256];
+    long done;
+    double elapsed_s;
+    int truncated;
+    long lost;
+    struct lat_stats lat;
+    double mops, gbps;
+    char backing[16];
+    uint64_t region_bytes;
+};
+
+struct client {
+    const struct probe_args *a;
+    struct rdev *d;
+    int fd;
+    FILE *out;
+    struct jw w;
+    struct port_info peer;
+    enum ibv_mtu mtu;
+    int init_rd; /* max_rd_atomic of our QPs */
+    int dest_rd; /* max_dest_rd_atomic of our QPs */
+    int points, skipped;
+    int header_written;
+    uint32_t seed;
+    char fatal[256];
+};
+
+struct target {
+    uint64_t addr;
+    uint32_t rkey;
+    uint64_t len;
+};
+
+static int is_atomic(int verb)
+{
+    return verb == V_CAS || verb == V_FAA;
+}
+
+static uint32_t op_bytes(const struct point *pt)
+{
+    return is_atomic(pt->verb) ? 8u : pt->payload;
+}
+
+/* ---- completions ------------------------------------------------------------------ */
+
+/* 1: got one; 0: nothing within timeout_ns; -1: poll error */
+static int wait_cq(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t timeout_ns)
+{
+    uint64_t start = 0;
+    unsigned spins = 0;
+    for (;;) {
+        int n = ibv_poll_cq(cq, 1, wc);
+        if (n != 0)
+            return n < 0 ? -1 : 1;
+        if ((++spins & 0xFF) == 0) {
+            uint64_t t = now_ns();
+            if (!start)
+                start = t;
+            else if (t - start > timeout_ns)
+                return 0;
+        }
+    }
+}
+
+static void fill_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct point *pt,
+                    const struct mem *lm, uint64_t raddr, uint32_t rkey, int signaled)
+{
+    memset(wr, 0, sizeof *wr);
+    sge->addr = (uintptr_t)lm->buf;
+    sge->length = op_bytes(pt);
+    sge->lkey = lm->mr->lkey;
+    wr->sg_list = sge;
+    wr->num_sge = 1;
+    wr->send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+    if (pt->inline_ && (pt->verb == V_WRITE || pt->verb == V_SEND))
+        wr->send_flags |= IBV_SEND_INLINE;
+    switch (pt->verb) {
+    case V_READ:
+        wr->opcode = IBV_WR_RDMA_READ;
+        wr->wr.rdma.remote_addr = raddr;
+        wr->wr.rdma.rkey = rkey;
+        break;
+    case V_WRITE:
+        wr->opcode = IBV_WR_RDMA_WRITE;
+        wr->wr.rdma.remote_addr = raddr;
+        wr->wr.rdma.rkey = rkey;
+        break;
+    case V_SEND:
+        wr->opcode = IBV_WR_SEND;
+        break;
+    case V_CAS:
+        wr->opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+        wr->wr.atomic.remote_addr = raddr;
+        wr->wr.atomic.compare_add = 0;
+        wr->wr.atomic.swap = 1;
+        wr->wr.atomic.rkey = rkey;
+        break;
+    case V_FAA:
+        wr->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+        wr->wr.atomic.remote_addr = raddr;
+        wr->wr.atomic.compare_add = 1;
+        wr->wr.atomic.rkey = rkey;
+        break;
+    }
+}
+
+/* ---- latency: post one signaled WR, spin until its completion ---------------------- */
+
+static long warmup_of(long iters)
+{
+    long w = iters / 10 + 1;
+    return w > 100 ? 100 : w;
+}
+
+static int lat_cqe(struct client *c, const struct point *pt, struct qpset *qs,
+                   const struct mem *lm, const struct target *tgt, struct result *res)
+{
+    struct ibv_qp *qp = qs->qp[0];
+    struct ibv_cq *cq = qs->scq[0];
+    struct ibv_sge sge;
+    struct ibv_send_wr wr, *bad = NULL;
+    fill_wr(&wr, &sge, pt, lm, tgt->addr, tgt->rkey, 1);
+    long warm = warmup_of(pt->iters), k = 0;
+    double *samples = malloc((size_t)pt->iters * sizeof *samples);
+    if (!samples) {
+        snprintf(res->reason, sizeof res->reason, "out of memory for %ld samples", pt->iters);
+        return POINT_SKIP;
+    }
+    uint64_t start = now_ns();
+    uint64_t deadline = start + (uint64_t)(c->a->time_limit * 1e9);
+    int status = POINT_OK;
+    for (long i = 0; i < warm + pt->iters; i++) {
+        uint64_t t0 = now_ns();
+        if (t0 >= deadline || g_stop) {
+            res->truncated = 1;
+            break;
+        }
+        int rc = ibv_post_send(qp, &wr, &bad);
+        if (rc) {
+            snprintf(res->reason, sizeof res->reason, "ibv_post_send failed: %s", strerror(rc));
+            status = POINT_SKIP;
+            break;
+        }
+        struct ibv_wc wc;
+        int got = wait_cq(cq, &wc, OP_TIMEOUT_NS);
+        uint64_t t1 = now_ns();
+        if (got <= 0 || wc.status != IBV_WC_SUCCESS) {
+            snprintf(res->reason, sizeof res->reason, "%s",
+                     got < 0   ? "ibv_poll_cq failed"
+                     : got == 0 ? "no completion within 5 s"
+                                : ibv_wc_status_str(wc.status));
+            status = POINT_SKIP;
+            break;
+        }
+        if (i >= warm)
+            samples[k++] = (double)(t1 - t0) / 1000.0;
+    }
+    res->elapsed_s = (double)(now_ns() - start) * 1e-9;
+    if (status == POINT_OK && k == 0) {
+        snprintf(res->reason, sizeof res->reason, "time limit reached before the first sample");
+        status = POINT_SKIP;
+    }
+    if (status == POINT_OK) {
+        stats_compute(samples, (size_t)k, &res->lat);
+        res->done = k;
+    }
+    free(samples);
+    return status;
+}
+
+/* ---- latency: SEND ping-pong against the server's echo ---------------------------- */
+
+struct pingpong_bufs {
+    uint64_t send_off, recv_off;
+    uint32_t recv_len;
+};
+
+static int post_client_recv(struct ibv_qp *qp, const struct mem *lm, const struct pingpong_bufs *pb)
+{
+    struct ibv_sge sge = {(uintptr_t)lm->buf + pb->recv_off, pb->recv_len, lm->mr->lkey};
+    struct ibv_recv_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    return ibv_post_recv(qp, &wr, &bad);
+}
+
+static int lat_pingpong(struct client *c, const struct point *pt, struct qpset *qs,
+                        const struct mem *lm, const struct pingpong_bufs *pb, struct ibv_ah *ah,
+                        uint32_t remote_qpn, struct result *res)
+{
+    int ud = pt->transport == TP_UD;
+    struct ibv_qp *qp = qs->qp[0];
+    struct ibv_sge sge = {(uintptr_t)lm->buf + pb->send_off, pt->payload, lm->mr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED | (pt->inline_ ? IBV_SEND_INLINE : 0);
+    if (ud) {
+        /* the sequence number in the immediate data tells late echoes from current ones */
+        wr.opcode = IBV_WR_SEND_WITH_IMM;
+        wr.wr.ud.ah = ah;
+        wr.wr.ud.remote_qpn = remote_qpn;
+        wr.wr.ud.remote_qkey = UD_QKEY;
+    } else {
+        wr.opcode = IBV_WR_SEND;
+    }
+    long warm = warmup_of(pt->iters), k = 0;
+    double *samples = malloc((size_t)pt->iters * sizeof *samples);
+    if (!samples) {
+        snprintf(res->reason, sizeof res->reason, "out of memory for %ld samples", pt->iters);
+        return POINT_SKIP;
+    }
+    uint64_t start = now_ns();
+    uint64_t deadline = start + (uint64_t)(c->a->time_limit * 1e9);
+    int status = POINT_OK;
+    for (long i = 0; i < warm + pt->iters && status == POINT_OK; i++) {
+        uint64_t t0 = now_ns();
+        if (t0 >= deadline || g_stop) {
+            res->truncated = 1;
+            break;
+        }
+        wr.imm_data = htonl((uint32_t)i);
+        int rc = ibv_post_send(qp, &wr, &bad);
+        if (rc) {
+            snprintf(res->reason, sizeof res->reason, "ibv_post_send failed: %s", strerror(rc));
+            status = POINT_SKIP;
+            break;
+        }
+        int matched = 0;
+        uint64_t t1 = 0;
+        for (;;) {
+            struct ibv_wc wc;
+            int got = wait_cq(qs->rcq[0], &wc, ud ? UD_REPLY_TIMEOUT_NS : OP_TIMEOUT_NS);
+            t1 = now_ns();
+            if (got == 0 && ud) {
+                res->lost++;
+                break;
+            }
+            if (got <= 0 || wc.status != IBV_WC_SUCCESS) {
+                snprintf(res->reason, sizeof res->reason, "echo: %s",
+                         got < 0   ? "ibv_poll_cq failed"
+                         : got == 0 ? "no reply within 5 s"
+                                    : ibv_wc_status_str(wc.status));
+                status = POINT_SKIP;
+                break;
+            }
+            rc = post_client_recv(qp, lm, pb);
+            if (rc) {
+                snprintf(res->reason, sizeof res->reason, "ibv_post_recv failed: %s",
+                         strerror(rc));
+                status = POINT_SKIP;
+                break;
+            }
+            if (!ud || ((wc.wc_flags & IBV_WC_WITH_IMM) && ntohl(wc.imm_data) == (uint32_t)i)) {
+                matched = 1;
+                break;
+            }
+            /* a late echo of an earlier (lost-counted) ping: keep waiting for ours */
+        }
+        if (status != POINT_OK)
+            break;
+        struct ibv_wc swc;
+        int got = wait_cq(qs->scq[0], &swc, OP_TIMEOUT_NS);
+        if (got <= 0 || swc.status != IBV_WC_SUCCESS) {
+            snprintf(res->reason, sizeof res->reason, "send: %s",
+                     got <= 0 ? "no send completion" : ibv_wc_status_str(swc.status));
+            status = POINT_SKIP;
+            break;
+        }
+        if (matched && i >= warm)
+            samples[k++] = (double)(t1 - t0) / 1000.0;
+    }
+    res->elapsed_s = (double)(now_ns() - start) * 1e-9;
+    if (status == POINT_OK && k == 0) {
+        snprintf(res->reason, sizeof res->reason, "no echo came back before the time limit");
+        status = POINT_SKIP;
+    }
+    if (status == POINT_OK) {
+        stats_compute(samples, (size_t)k, &res->lat);
+        res->done = k;
+    }
+    free(samples);
+    return status;
+}
+
+/* ---- throughput engine ------------------------------------------------------------- */
+
+struct bw_job {
+    struct ibv_qp **qps;
+    int nqps;
+    struct ibv_cq *cq;
+    const struct point *pt;
+    const struct mem *lm;
+    struct target tgt;
+    struct rng rng;
+    uint64_t opseq;
+    long warmup_ops, ops;
+    uint64_t warm_deadline, deadline;
+    pthread_barrier_t *barrier;
+    int rc;
+    long done;
+    uint64_t t_start, t_end;
+    int truncated;
+    char err[200];
+};
+
+static uint64_t remote_offset(struct bw_job *j)
+{
+    const struct point *pt = j->pt;
+    uint64_t seq = j->opseq++;
+    if (pt->random_offsets) {
+        uint64_t align = round_up(op_bytes(pt), 64);
+        uint64_t slots = j->tgt.len / align;
+        return slots > 1 ? rng_below(&j->rng, slots) * align : 0;
+    }
+    if (pt->addresses > 1)
+        return (seq % (uint64_t)pt->addresses) * 64u;
+    return 0;
+}
+
+/* Keep up to depth WRs outstanding on every QP (posted in batches of `batch`, one in
+ * `signal_every` signaled) until `target` operations completed or the deadline passed. */
+static int bw_phase(struct bw_job *j, long target, uint64_t deadline, int measured)
+{
+    const struct point *pt = j->pt;
+    int n = j->nqps, B = pt->batch, S = pt->signal_every, D = pt->depth;
+    long unit = B > S ? B : S;
+    long per_qp = (target + n - 1) / n;
+    per_qp = per_qp < unit ? unit : (per_qp + unit - 1) / unit * unit;
+    long *posted = calloc((size_t)n, sizeof *posted);
+    long *completed = calloc((size_t)n, sizeof *completed);
+    if (!posted || !completed) {
+        free(posted);
+        free(completed);
+        snprintf(j->err, sizeof j->err, "out of memory");
+        return -1;
+    }
+    struct ibv_send_wr wr[MAX_BATCH];
+    struct ibv_sge sge[MAX_BATCH];
+    struct ibv_wc wc[64];
+    long tot_posted = 0, tot_done = 0, expected = per_qp * n;
+    int stop = 0, rc = 0, rr = 0;
+    unsigned loops = 0;
+    uint64_t t_start = now_ns(), t_last = t_start, t_progress = t_start;
+    for (;;) {
+        if (!stop) {
+            /* one pass over the QPs, at most one batch each, round robin */
+            for (int k = 0; k < n; k++) {
+                int qi = rr;
+                rr = rr + 1 == n ? 0 : rr + 1;
+                if (posted[qi] >= per_qp || posted[qi] - completed[qi] + B > D)
+                    continue;
+                for (int b = 0; b < B; b++) {
+                    long idx = posted[qi] + b;
+                    fill_wr(&wr[b], &sge[b], pt, j->lm, j->tgt.addr + remote_offset(j),
+                            j->tgt.rkey, (idx + 1) % S == 0);
+                    wr[b].wr_id = (uint64_t)qi;
+                    wr[b].next = b + 1 < B ? &wr[b + 1] : NULL;
+                }
+                struct ibv_send_wr *bad = NULL;
+                int e = ibv_post_send(j->qps[qi], wr, &bad);
+                if (e) {
+                    snprintf(j->err, sizeof j->err, "ibv_post_send failed: %s", strerror(e));
+                    rc = -1;
+                    break;
+                }
+                posted[qi] += B;
+                tot_posted += B;
+            }
+            if (rc)
+                break;
+        }
+        int got = ibv_poll_cq(j->cq, 64, wc);
+        if (got < 0) {
+            snprintf(j->err, sizeof j->err, "ibv_poll_cq failed");
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < got; i++) {
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                snprintf(j->err, sizeof j->err, "completion error: %s (vendor error 0x%x)",
+                         ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+                rc = -1;
+                break;
+            }
+            int qi = (int)wc[i].wr_id;
+            completed[qi] += S;
+            tot_done += S;
+        }
+        if (rc)
+            break;
+        if (got > 0)
+            t_last = t_progress = now_ns();
+        if (tot_done >= expected && (stop || tot_posted >= expected))
+            break;
+        if (got == 0 || (++loops & 0x3F) == 0) {
+            uint64_t t = got > 0 ? t_last : now_ns();
+            if (!stop && (t >= deadline || g_stop)) {
+                /* stop posting; wait only for WRs a signaled completion will account for */
+                stop = 1;
+                expected = 0;
+                for (int q = 0; q < n; q++)
+                    expected += posted[q] / S * S;
+                if (tot_done >= expected)
+                    break;
+            }
+            if (t - t_progress > OP_TIMEOUT_NS) {
+                snprintf(j->err, sizeof j->err, "no completion within 5 s");
+                rc = -1;
+                break;
+            }
+        }
+    }
+    if (measured) {
+        j->done = tot_done;
+        j->t_start = t_start;
+        j->t_end = t_last;
+        j->truncated = stop;
+    }
+    free(posted);
+    free(completed);
+    return rc;
+}
+
+static void bw_job_run(struct bw_job *j)
+{
+    j->rc = bw_phase(j, j->warmup_ops, j->warm_deadline, 0);
+    if (j->barrier)
+        pthread_barrier_wait(j->barrier);
+    if (j->rc == 0)
+        j->rc = bw_phase(j, j->ops, j->deadline, 1);
+}
+
+static void *bw_thread(void *arg)
+{
+    bw_job_run(arg);
+    return NULL;
+}
+
+static int bw_measure(struct client *c, const struct point *pt, struct qpset *qs,
+                      const struct mem *lm, const struct target *tgt, struct result *res)
+{
+    int T = pt->threads;
+    struct bw_job *jobs = calloc((size_t)T, sizeof *jobs);
+    pthread_t *tids = calloc((size_t)T, sizeof *tids);
+    pthread_barrier_t barrier;
+    if (!jobs || !tids) {
+        free(jobs);
+        free(tids);
+        snprintf(res->reason, sizeof res->reason, "out of memory");
+        return POINT_SKIP;
+    }
+    uint64_t start = now_ns();
+    uint64_t tl = (uint64_t)(c->a->time_limit * 1e9);
+    int qps_per_job = qs->n / T;
+    for (int t = 0; t < T; t++) {
+        struct bw_job *j = &jobs[t];
+        j->qps = &qs->qp[t * qps_per_job];
+        j->nqps = qps_per_job;
+        j->cq = qs->scq[t % qs->ncq];
+        j->pt = pt;
+        j->lm = lm;
+        j->tgt = *tgt;
+        rng_seed(&j->rng, c->seed + (uint32_t)t * 7919u);
+        j->ops = pt->iters;
+        long unit = pt->batch > pt->signal_every ? pt->batch : pt->signal_every;
+        long warm = pt->iters / 10;
+        if (warm > 10000)
+            warm = 10000;
+        if (warm < (long)qps_per_job * unit)
+            warm = (long)qps_per_job * unit; /* touch every QP at least once */
+        j->warmup_ops = warm;
+        j->warm_deadline = start + tl * 3 / 10;
+        j->deadline = start + tl;
+        j->barrier = T > 1 ? &barrier : NULL;
+    }
+    if (T > 1) {
+        pthread_barrier_init(&barrier, NULL, (unsigned)T);
+        int started = 0;
+        for (int t = 0; t < T; t++) {
+            if (pthread_create(&tids[t], NULL, bw_thread, &jobs[t]) != 0)
+                break;
+            started++;
+        }
+        if (started < T) {
+            /* cannot happen often; the barrier would never open, so fail loudly */
+            fprintf(stderr, PROBE_NAME ": pthread_create failed: %s\n", strerror(errno));
+            exit(1);
+        }
+        for (int t = 0; t < T; t++)
+            pthread_join(tids[t], NULL);
+        pthread_barrier_destroy(&barrier);
+    } else {
+        bw_job_run(&jobs[0]);
+    }
+    int status = POINT_OK;
+    long done = 0;
+    uint64_t t0 = UINT64_MAX, t1 = 0;
+    for (int t = 0; t < T; t++) {
+        if (jobs[t].rc) {
+            snprintf(res->reason, sizeof res->reason, "%s", jobs[t].err);
+            status = POINT_SKIP;
+            break;
+        }
+        done += jobs[t].done;
+        if (jobs[t].t_start < t0)
+            t0 = jobs[t].t_start;
+        if (jobs[t].t_end > t1)
+            t1 = jobs[t].t_end;
+        res->truncated |= jobs[t].truncated;
+    }
+    if (status == POINT_OK && (done == 0 || t1 <= t0)) {
+        snprintf(res->reason, sizeof res->reason, "time limit reached before any completion");
+        status = POINT_SKIP;
+    }
+    if (status == POINT_OK) {
+        double ns = (double)(t1 - t0);
+        res->done = done;
+        res->elapsed_s = ns * 1e-9;
+        res->mops = (double)done / ns * 1e3;
+        res->gbps = (double)done * (double)op_bytes(pt) * 8.0 / ns;
+    }
+    free(jobs);
+    free(tids);
+    return status;
+}
+
+/* ---- one sweep point ---------------------------------------------------------------- */
+
+static int fatal(struct client *c, const char *what, int rc)
+{
+    snprintf(c->fatal, sizeof c->fatal, "%s: %s", what, net_strerror(rc));
+    return POINT_FATAL;
+}
+
+static int recv_reply(struct client *c, uint32_t want, uint8_t **pl, uint32_t *len)
+{
+    uint32_t type;
+    int rc = net_recv_msg(c->fd, &type, pl, len, IO_TIMEOUT_S);
+    if (rc != NET_OK)
+        return fatal(c, "lost the server", rc);
+    if (type != want) {
+        free(*pl);
+        *pl = NULL;
+        snprintf(c->fatal, sizeof c->fatal, "protocol error: message %u instead of %u", type,
+                 want);
+        return POINT_FATAL;
+    }
+    return 0;
+}
+
+static uint64_t default_region(const struct point *pt)
+{
+    uint64_t r = op_bytes(pt) + 64u;
+    if ((uint64_t)pt->addresses * 64u > r)
+        r = (uint64_t)pt->addresses * 64u;
+    return round_up(r, 4096);
+}
+
+static int run_point(struct client *c, const struct point *pt, struct result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (pt->batch < 1 || pt->batch > MAX_BATCH || pt->signal_every < 1 ||
+        pt->depth < pt->batch || pt->depth < 1 || pt->threads < 1 ||
+        pt->nqps % pt->threads != 0 ||
+        (pt->signal_every % pt->batch != 0 && pt->batch % pt->signal_every != 0)) {
+        snprintf(res->reason, sizeof res->reason, "inconsistent point parameters");
+        return POINT_SKIP;
+    }
+    int mode = pt->method == M_PINGPONG ? MODE_ECHO : pt->verb == V_SEND ? MODE_SINK
+                                                                          : MODE_PASSIVE;
+    struct msg_setup su;
+    su.transport = (uint32_t)pt->transport;
+    su.nqps = (uint32_t)pt->nqps;
+    su.mode = (uint32_t)mode;
+    su.recv_depth = mode == MODE_SINK ? 512u : mode == MODE_ECHO ? 16u : 1u;
+    su.max_payload = op_bytes(pt);
+    su.page_size = pt->page_size;
+    su.region_bytes = pt->region_bytes ? pt->region_bytes : default_region(pt);
+
+    struct wbuf b;
+    wb_init(&b);
+    msg_setup_put(&b, &su);
+    int rc = b.err ? NET_ERR : net_send_msg(c->fd, MSG_SETUP, b.p, b.len, IO_TIMEOUT_S);
+    wb_free(&b);
+    if (rc != NET_OK)
+        return fatal(c, "cannot send SETUP", rc);
+    uint8_t *pl = NULL;
+    uint32_t len = 0;
+    if (recv_reply(c, MSG_SETUP_REPLY, &pl, &len))
+        return POINT_FATAL;
+    struct msg_setup_reply rep;
+    rc = msg_setup_reply_get(pl, len, &rep);
+    free(pl);
+    if (rc != 0) {
+        snprintf(c->fatal, sizeof c->fatal, "malformed SETUP_REPLY from the server");
+        return POINT_FATAL;
+    }
+    if (rep.status != 0) {
+        snprintf(res->reason, sizeof res->reason, "server: %s",
+                 rep.message && *rep.message ? rep.message : "setup failed");
+        msg_setup_reply_free(&rep);
+        return POINT_SKIP;
+    }
+    copy_str(res->backing, sizeof res->backing, rep.backing);
+    res->region_bytes = rep.region_bytes;
+    struct target tgt = {rep.addr, rep.rkey, rep.region_bytes};
+
+    int status = POINT_OK;
+    char err[256] = "";
+    struct mem lm;
+    struct qpset qs;
+    struct ibv_ah *ah = NULL;
+    memset(&lm, 0, sizeof lm);
+    memset(&qs, 0, sizeof qs);
+    struct pingpong_bufs pb;
+    pb.send_off = 0;
+    pb.recv_off = round_up(pt->payload + 64u, 64);
+    pb.recv_len = pt->payload + (pt->transport == TP_UD ? UD_GRH_BYTES : 0u);
+    size_t llen = (size_t)(pb.recv_off + pb.recv_len + 64u);
+
+    uint32_t sq = (uint32_t)(pt->depth + pt->signal_every + pt->batch);
+    uint32_t rq = mode == MODE_ECHO ? 4u : 1u;
+    if (mem_alloc(c->d, &lm, llen, 4096, err, sizeof err) != 0 ||
+        qpset_create(c->d, &qs, pt->nqps, pt->transport, pt->threads, sq, rq,
+                     pt->inline_ ? pt->payload : 0u, c->seed++, err, sizeof err) != 0) {
+        snprintf(res->reason, sizeof res->reason, "%s", err);
+        status = POINT_SKIP;
+        goto teardown;
+    }
+    if (pt->inline_ && qs.max_inline < pt->payload) {
+        snprintf(res->reason, sizeof res->reason,
+                 "the provider grants %u B of inline data, fewer than %u B", qs.max_inline,
+                 pt->payload);
+        status = POINT_SKIP;
+        goto teardown;
+    }
+    if (qpset_to_init(c->d, &qs, err, sizeof err) != 0) {
+        snprintf(res->reason, sizeof res->reason, "%s", err);
+        status = POINT_SKIP;
+        goto teardown;
+    }
+    for (int i = 0; i < qs.n; i++)
+        if (qp_connect(c->d, qs.qp[i], pt->transport, qs.psn[i], rep.qps.qpn[i], rep.qps.psn[i],
+                       &c->peer, c->mtu, c->init_rd, c->dest_rd, err, sizeof err) != 0) {
+            snprintf(res->reason, sizeof res->reason, "%s", err);
+            status = POINT_SKIP;
+            goto teardown;
+        }
+    if (pt->transport == TP_UD) {
+        ah = ah_create(c->d, &c->peer);
+        if (!ah) {
+            snprintf(res->reason, sizeof res->reason, "ibv_create_ah failed: %s",
+                     strerror(errno));
+            status = POINT_SKIP;
+            goto teardown;
+        }
+    }
+    if (mode == MODE_ECHO && (rc = post_client_recv(qs.qp[0], &lm, &pb)) != 0) {
+        snprintf(res->reason, sizeof res->reason, "ibv_post_recv failed: %s", strerror(rc));
+        status = POINT_SKIP;
+        goto teardown;
+    }
+
+    /* CONNECT: our QP numbers to the server, which then goes to RTR/RTS */
+    {
+        struct msg_qps mq;
+        if (msg_qps_alloc(&mq, (uint32_t)qs.n) != 0) {
+            snprintf(res->reason, sizeof res->reason, "out of memory");
+            status = POINT_SKIP;
+            goto teardown;
+        }
+        for (int i = 0; i < qs.n; i++) {
+            mq.qpn[i] = qs.qp[i]->qp_num;
+            mq.psn[i] = qs.psn[i];
+        }
+        wb_init(&b);
+        msg_qps_put(&b, &mq);
+        msg_qps_free(&mq);
+        rc = b.err ? NET_ERR : net_send_msg(c->fd, MSG_CONNECT, b.p, b.len, IO_TIMEOUT_S);
+        wb_free(&b);
+        if (rc != NET_OK) {
+            status = fatal(c, "cannot send CONNECT", rc);
+            goto cleanup;
+        }
+        if (recv_reply(c, MSG_CONNECT_REPLY, &pl, &len)) {
+            status = POINT_FATAL;
+            goto cleanup;
+        }
+        struct msg_status st;
+        rc = msg_status_get(pl, len, &st);
+        free(pl);
+        if (rc != 0) {
+            snprintf(c->fatal, sizeof c->fatal, "malformed CONNECT_REPLY from the server");
+            status = POINT_FATAL;
+            goto cleanup;
+        }
+        if (st.status != 0) {
+            snprintf(res->reason, sizeof res->reason, "server: %s",
+                     st.message && *st.message ? st.message : "connect failed");
+            free(st.message);
+            status = POINT_SKIP;
+            goto teardown;
+        }
+        free(st.message);
+    }
+
+    switch (pt->method) {
+    case M_CQE:
+        status = lat_cqe(c, pt, &qs, &lm, &tgt, res);
+        break;
+    case M_PINGPONG:
+        status = lat_pingpong(c, pt, &qs, &lm, &pb, ah, rep.qps.qpn[0], res);
+        break;
+    default:
+        status = bw_measure(c, pt, &qs, &lm, &tgt, res);
+        break;
+    }
+
+teardown:
+    /* always: the server holds memory and QPs for this point */
+    rc = net_send_msg(c->fd, MSG_TEARDOWN, NULL, 0, IO_TIMEOUT_S);
+    if (rc != NET_OK) {
+        status = fatal(c, "cannot send TEARDOWN", rc);
+        goto cleanup;
+    }
+    if (recv_reply(c, MSG_TEARDOWN_REPLY, &pl, &len)) {
+        status = POINT_FATAL;
+        goto cleanup;
+    }
+    {
+        struct msg_status st;
+        if (msg_status_get(pl, len, &st) == 0) {
+            if (st.status != 0 && status == POINT_OK) {
+                snprintf(res->reason, sizeof res->reason, "server: %s",
+                         st.message && *st.message ? st.message : "failed");
+                status = POINT_SKIP;
+            }
+            free(st.message);
+        }
+        free(pl);
+    }
+cleanup:
+    if (ah)
+        ibv_destroy_ah(ah);
+    qpset_destroy(&qs);
+    mem_free(&lm);
+    msg_setup_reply_free(&rep);
+    return status;
+}
+
+/* ---- output -------------------------------------------------------------------------- */
+
+static void point_fields(struct jw *w, const struct point *pt, const struct result *r)
+{
+    jw_kv_str(w, "sweep", sweep_name(pt->sweep));
+    jw_kv_str(w, "verb", VERB_NAMES[pt->verb]);
+    jw_kv_str(w, "transport", pt->transport == TP_UD ? "UD" : "RC");
+    jw_kv_str(w, "method", METHOD_NAMES[pt->method]);
+    jw_kv_int(w, "payload", op_bytes(pt));
+    jw_kv_int(w, "qps", pt->nqps);
+    jw_kv_int(w, "threads", pt->threads);
+    jw_kv_int(w, "depth", pt->depth);
+    jw_kv_int(w, "batch", pt->batch);
+    jw_kv_int(w, "signal_every", pt->signal_every);
+    jw_kv_bool(w, "inline", pt->inline_);
+    jw_kv_int(w, "page_size", pt->page_size);
+    jw_kv_str(w, "page_backing", r && r->backing[0] ? r->backing : NULL);
+    jw_kv_uint(w, "region_bytes", r && r->region_bytes ? r->region_bytes
+                                                       : (pt->region_bytes ? pt->region_bytes
+                                                                           : default_region(pt)));
+    jw_kv_int(w, "addresses", pt->addresses);
+    jw_kv_bool(w, "random_offsets", pt->random_offsets);
+}
+
+static int emit(struct client *c)
+{
+    if (jw_write_line(&c->w, c->out) != 0) {
+        snprintf(c->fatal, sizeof c->fatal, "cannot write the output: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static const char *point_label(const struct point *pt, char *buf, size_t len)
+{
+    snprintf(buf, len, "[%s] %s %s %u B qps %d thr %d depth %d batch %d sig %d%s%s%s",
+             sweep_name(pt->sweep), VERB_NAMES[pt->verb], pt->transport == TP_UD ? "UD" : "RC",
+             op_bytes(pt), pt->nqps, pt->threads, pt->depth, pt->batch, pt->signal_every,
+             pt->inline_ ? " inline" : "", pt->page_size == HUGE_2M ? " 2MiB-pages" : "",
+             pt->addresses > 1 ? " many-addr" : "");
+    return buf;
+}
+
+/* Run a point and write its line. Returns POINT_OK, POINT_SKIP or POINT_FATAL. */
+static int do_point(struct client *c, const struct point *pt)
+{
+    struct result r;
+    char label[200];
+    if (g_stop)
+        return POINT_FATAL;
+    int st = run_point(c, pt, &r);
+    if (st == POINT_FATAL)
+        return st;
+    struct jw *w = &c->w;
+    jw_obj_begin(w);
+    if (st == POINT_OK) {
+        jw_kv_str(w, "type", "measurement");
+        point_fields(w, pt, &r);
+        jw_kv_int(w, "iters", r.done);
+        jw_kv_double(w, "elapsed_s", r.elapsed_s);
+        jw_kv_bool(w, "truncated", r.truncated);
+        if (pt->method == M_BW) {
+            jw_kv_double(w, "mops", r.mops);
+            jw_kv_double(w, "gbps", r.gbps);
+        } else {
+            jw_key(w, "lat_us");
+            jw_obj_begin(w);
+            jw_kv_double(w, "min", r.lat.min);
+            jw_kv_double(w, "median", r.lat.median);
+            jw_kv_double(w, "avg", r.lat.avg);
+            jw_kv_double(w, "stdev", r.lat.stdev);
+            jw_kv_double(w, "p99", r.lat.p99);
+            jw_kv_double(w, "p999", r.lat.p999);
+            jw_kv_double(w, "max", r.lat.max);
+            jw_obj_end(w);
+            jw_kv_str(w, "lat_convention", "rtt");
+            if (pt->method == M_PINGPONG)
+                jw_kv_int(w, "lost", r.lost);
+        }
+        c->points++;
+        if (pt->method == M_BW)
+            note(c->a, "%s: %.3f Mops %.2f Gb/s%s", point_label(pt, label, sizeof label), r.mops,
+                 r.gbps, r.truncated ? " (time limit)" : "");
+        else
+            note(c->a, "%s: median %.2f us, p99 %.2f us (%ld samples)%s",
+                 point_label(pt, label, sizeof label), r.lat.median, r.lat.p99, r.done,
+                 r.truncated ? " (time limit)" : "");
+    } else {
+        jw_kv_str(w, "type", "skip");
+        point_fields(w, pt, &r);
+        jw_kv_str(w, "reason", r.reason);
+        c->skipped++;
+        note(c->a, "%s: skipped: %s", point_label(pt, label, sizeof label), r.reason);
+    }
+    jw_obj_end(w);
+    return emit(c) ? POINT_FATAL : st;
+}
+
+/* ---- sweeps ---------------------------------------------------------------------------- */
+
+static struct point mk(int sweep, int verb, int transport, int method, uint32_t payload,
+                       long iters)
+{
+    struct point p;
+    memset(&p, 0, sizeof p);
+    p.sweep = sweep;
+    p.verb = verb;
+    p.transport = transport;
+    p.method = method;
+    p.payload = payload;
+    p.nqps = 1;
+    p.threads = 1;
+    p.depth = 1;
+    p.batch = 1;
+    p.signal_every = 1;
+    p.page_size = 4096;
+    p.addresses = 1;
+    p.iters = iters;
+    return p;
+}
+
+#define RUN(c, pt)                                                                            \
+    do {                                                                                      \
+        if (do_point((c), (pt)) == POINT_FATAL)                                               \
+            return -1;                                                                        \
+    } while (0)
+
+static int sweep_lat(struct client *c)
+{
+    long it = c->a->iters;
+    int verbs[] = {V_READ, V_WRITE};
+    for (int v = 0; v < 2; v++)
+        for (uint32_t s = 2; s <= 65536; s *= 2) {
+            struct point p = mk(SW_LAT, verbs[v], TP_RC, M_CQE, s, it);
+            RUN(c, &p);
+        }
+    for (uint32_t s = 2; s <= 65536; s *= 2) {
+        struct point p = mk(SW_LAT, V_SEND, TP_RC, M_PINGPONG, s, it);
+        RUN(c, &p);
+    }
+    uint32_t ud_max = (uint32_t)ib_mtu_enum_to_bytes(c->mtu); /* a UD message fits one MTU */
+    for (uint32_t s = 2; s <= ud_max && s <= 65536; s *= 2) {
+        struct point p = mk(SW_LAT, V_SEND, TP_UD, M_PINGPONG, s, it);
+        RUN(c, &p);
+    }
+    struct point cas = mk(SW_LAT, V_CAS, TP_RC, M_CQE, 8, it);
+    RUN(c, &cas);
+    struct point faa = mk(SW_LAT, V_FAA, TP_RC, M_CQE, 8, it);
+    RUN(c, &faa);
+    return 0;
+}
+
+static struct point mk_bw(int sweep, int verb, uint32_t payload, long iters, int depth, int sig)
+{
+    struct point p = mk(sweep, verb, TP_RC, M_BW, payload, iters);
+    p.depth = depth;
+    p.signal_every = sig;
+    return p;
+}
+
+static int max_depth(const struct client *c)
+{
+    int m = c->d->attr.max_qp_wr - 2 * MAX_BATCH;
+    return m < 1 ? 1 : m;
+}
+
+static int sweep_bw(struct client *c)
+{
+    int verbs[] = {V_READ, V_WRITE, V_SEND};
+    int depth = max_depth(c) < 128 ? max_depth(c) : 128;
+    int sig = depth < 16 ? 1 : 16;
+    for (int v = 0; v < 3; v++)
+        for (uint32_t s = 2; s <= (1u << 20); s *= 2) {
+            struct point p = mk_bw(SW_BW, verbs[v], s, c->a->bw_iters, depth, sig);
+            RUN(c, &p);
+        }
+    return 0;
+}
+
+static int sweep_qps(struct client *c)
+{
+    long lim = c->a->max_qps;
+    long dev_lim = (long)c->d->attr.max_qp - 64;
+    long peer_lim = (long)c->peer.max_qp - 64;
+    if (dev_lim < lim)
+        lim = dev_lim;
+    if (peer_lim < lim)
+        lim = peer_lim;
+    if (lim < 1)
+        lim = 1;
+    for (long n = 1;; n *= 2) {
+        if (n > lim)
+            n = lim;
+        int depth = (int)(256 / n);
+        depth = depth < 2 ? 2 : depth > 16 ? 16 : depth;
+        long ops = c->a->bw_iters > n * 16 ? c->a->bw_iters : n * 16;
+        struct point p = mk_bw(SW_QPS, V_READ, 32, ops, depth, 1);
+        p.nqps = (int)n;
+        int st = do_point(c, &p);
+        if (st == POINT_FATAL)
+            return -1;
+        if (st == POINT_SKIP)
+            break; /* more QPs will not fit either */
+        if (n == lim)
+            break;
+    }
+    return 0;
+}
+
+static int sweep_threads(struct client *c)
+{
+    int maxt = c->a->max_threads;
+    if (maxt <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        maxt = cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
+    }
+    int verbs[] = {V_READ, V_WRITE};
+    for (int v = 0; v < 2; v++)
+        for (int t = 1;; t *= 2) {
+            if (t > maxt)
+                t = maxt;
+            struct point p = mk_bw(SW_THREADS, verbs[v], 32, c->a->bw_iters, 16, 1);
+            p.nqps = t;
+            p.threads = t;
+            RUN(c, &p);
+            if (t == maxt)
+                break;
+        }
+    return 0;
+}
+
+static int sweep_depth(struct client *c)
+{
+    int verbs[] = {V_READ, V_WRITE};
+    for (int v = 0; v < 2; v++)
+        for (int d = 1; d <= 256 && d <= max_depth(c); d *= 2) {
+            struct point p = mk_bw(SW_DEPTH, verbs[v], 32, c->a->bw_iters, d, 1);
+            RUN(c, &p);
+        }
+    return 0;
+}
+
+static int sweep_batch(struct client *c)
+{
+    int verbs[] = {V_READ, V_WRITE};
+    for (int v = 0; v < 2; v++)
+        for (int bsz = 1; bsz <= MAX_BATCH; bsz *= 2) {
+            /* signal every 64 throughout, so only the doorbell batching changes */
+            struct point p = mk_bw(SW_BATCH, verbs[v], 32, c->a->bw_iters, 128, 64);
+            p.batch = bsz;
+            RUN(c, &p);
+        }
+    return 0;
+}
+
+static int sweep_signal(struct client *c)
+{
+    int verbs[] = {V_READ, V_WRITE};
+    for (int v = 0; v < 2; v++)
+        for (int s = 1; s <= 64; s *= 2) {
+            struct point p = mk_bw(SW_SIGNAL, verbs[v], 32, c->a->bw_iters, 128, s);
+            RUN(c, &p);
+        }
+    return 0;
+}
+
+static int sweep_inline(struct client *c)
+{
+    for (uint32_t s = 8; s <= 256; s *= 2)
+        for (int inl = 0; inl <= 1; inl++) {
+            struct point p = mk(SW_INLINE, V_WRITE, TP_RC, M_CQE, s, c->a->iters);
+            p.inline_ = inl;
+            RUN(c, &p);
+            struct point q = mk_bw(SW_INLINE, V_WRITE, s, c->a->bw_iters, 128, 16);
+            q.inline_ = inl;
+            RUN(c, &q);
+        }
+    return 0;
+}
+
+static int sweep_atomics(struct client *c)
+{
+    static const int ADDRS[] = {1, 4, 16, 64, 256, 1024, 4096};
+    int verbs[] = {V_CAS, V_FAA};
+    for (int v = 0; v < 2; v++)
+        for (size_t k = 0; k < sizeof ADDRS / sizeof ADDRS[0]; k++) {
+            struct point p = mk_bw(SW_ATOMICS, verbs[v], 8, c->a->bw_iters, 16, 1);
+            p.nqps = 4;
+            p.addresses = ADDRS[k];
+            RUN(c, &p);
+        }
+    return 0;
+}
+
+static int sweep_pages(struct client *c)
+{
+    uint64_t cap = (uint64_t)c->a->region_mb << 20;
+    uint64_t regions[5];
+    int nr = 0;
+    static const uint64_t R[] = {8ull << 20, 64ull << 20, 512ull << 20};
+    for (size_t i = 0; i < 3; i++)
+        if (R[i] < cap)
+            regions[nr++] = R[i];
+    regions[nr++] = round_up((size_t)cap, HUGE_2M);
+    uint32_t pages[] = {4096, HUGE_2M};
+    for (int pg = 0; pg < 2; pg++)
+        for (int i = 0; i < nr; i++) {
+            struct point p = mk_bw(SW_PAGES, V_READ, 32, c->a->bw_iters, 16, 1);
+            p.page_size = pages[pg];
+            p.region_bytes = regions[i];
+            p.random_offsets = 1;
+            RUN(c, &p);
+        }
+    return 0;
+}
+
+typedef int (*sweep_fn)(struct client *);
+static const sweep_fn SWEEPS[SW_COUNT] = {
+    sweep_lat, sweep_bw, sweep_qps, sweep_threads, sweep_depth,
+    sweep_batch, sweep_signal, sweep_inline, sweep_atomics, sweep_pages,
+};
+
+/* ---- session ------------------------------------------------------------------------- */
+
+static void write_header(struct client *c)
+{
+    const struct probe_args *a = c->a;
+    struct jw *w = &c->w;
+    char ts[32] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    jw_obj_begin(w);
+    jw_kv_str(w, "type", "probe");
+    jw_kv_int(w, "schema", PROBE_SCHEMA);
+    jw_kv_str(w, "probe_version", PROBE_VERSION);
+    jw_kv_str(w, "started", ts);
+    jw_kv_str(w, "peer", a->host);
+    jw_kv_int(w, "port", a->port);
+    jw_kv_int(w, "path_mtu", ib_mtu_enum_to_bytes(c->mtu));
+    jw_kv_int(w, "max_rd_atomic", c->init_rd);
+    jw_key(w, "args");
+    jw_obj_begin(w);
+    jw_key(w, "sweeps");
+    jw_arr_begin(w);
+    for (int i = 0; i < SW_COUNT; i++)
+        if (a->sweeps & (1u << i))
+            jw_str(w, sweep_name(i));
+    jw_arr_end(w);
+    jw_kv_int(w, "iters", a->iters);
+    jw_kv_int(w, "bw_iters", a->bw_iters);
+    jw_kv_double(w, "time_limit_s", a->time_limit);
+    jw_kv_int(w, "max_qps", a->max_qps);
+    jw_kv_int(w, "max_threads", a->max_threads);
+    jw_kv_int(w, "region_mb", a->region_mb);
+    jw_obj_end(w);
+    jw_obj_end(w);
+}
+
+static int hello(struct client *c, char **server_info)
+{
+    struct msg_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = PROTO_VERSION;
+    h.port = c->d->local;
+    double idle = c->a->time_limit * 4 + 120;
+    h.idle_timeout_s = idle > 86400 ? 86400u : (uint32_t)idle;
+    struct wbuf b;
+    wb_init(&b);
+    msg_hello_put(&b, &h);
+    int rc = b.err ? NET_ERR : net_send_msg(c->fd, MSG_HELLO, b.p, b.len, IO_TIMEOUT_S);
+    wb_free(&b);
+    if (rc != NET_OK)
+        return fatal(c, "cannot send HELLO", rc);
+    uint8_t *pl = NULL;
+    uint32_t len = 0;
+    /* a short wait: a peer that is not an rnicsim-probe server must not stall us */
+    uint32_t type;
+    rc = net_recv_msg(c->fd, &type, &pl, &len, 15.0);
+    if (rc != NET_OK)
+        return fatal(c, "no HELLO reply from the server (is it an " PROBE_NAME " server?)", rc);
+    if (type != MSG_HELLO_REPLY) {
+        free(pl);
+        snprintf(c->fatal, sizeof c->fatal, "the peer is not an " PROBE_NAME " server");
+        return POINT_FATAL;
+    }
+    struct msg_hello r;
+    rc = msg_hello_get(pl, len, &r);
+    free(pl);
+    if (rc != 0) {
+        snprintf(c->fatal, sizeof c->fatal, "malformed HELLO_REPLY (is the peer an "
+                                            PROBE_NAME " server?)");
+        return POINT_FATAL;
+    }
+    if (r.version != PROTO_VERSION) {
+        free(r.info);
+        snprintf(c->fatal, sizeof c->fatal,
+                 "the server speaks protocol %u, this client %u: use the same probe build",
+                 r.version, PROTO_VERSION);
+        return POINT_FATAL;
+    }
+    if (r.port.link_layer != c->d->local.link_layer) {
+        free(r.info);
+        snprintf(c->fatal, sizeof c->fatal,
+                 "link layers differ: this port is %s, the server's is %s",
+                 c->d->local.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "IB",
+                 r.port.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "IB");
+        return POINT_FATAL;
+    }
+    c->peer = r.port;
+    *server_info = r.info;
+    return 0;
+}
+
+int run_client(const struct probe_args *a, struct rdev *d, int fd, FILE *out)
+{
+    struct client c;
+    memset(&c, 0, sizeof c);
+    c.a = a;
+    c.d = d;
+    c.fd = fd;
+    c.out = out;
+    c.seed = (uint32_t)(now_ns() ^ ((uint64_t)getpid() << 16));
+    jw_init(&c.w);
+    double t0 = now_s();
+    char *server_info = NULL;
+    int ok = hello(&c, &server_info) == 0;
+    if (ok) {
+        c.mtu = path_mtu(&d->local, &c.peer);
+        uint32_t init_rd = d->local.max_qp_init_rd_atom;
+        if (init_rd > c.peer.max_qp_rd_atom)
+            init_rd = c.peer.max_qp_rd_atom;
+        c.init_rd = init_rd > 16 ? 16 : (int)init_rd;
+        c.dest_rd = d->local.max_qp_rd_atom > 16 ? 16 : (int)d->local.max_qp_rd_atom;
+        write_header(&c);
+        ok = emit(&c) == 0;
+        c.header_written = ok;
+        char *mine = info_lines(d, "client");
+        if (ok && (fputs(mine ? mine : "", out) == EOF ||
+                   fputs(server_info ? server_info : "", out) == EOF || fflush(out) != 0)) {
+            snprintf(c.fatal, sizeof c.fatal, "cannot write the output: %s", strerror(errno));
+            ok = 0;
+        }
+        free(mine);
+        note(a, "connected to %s:%d; path MTU %d B; sweeps follow", a->host, a->port,
+             ib_mtu_enum_to_bytes(c.mtu));
+    }
+    free(server_info);
+    for (int i = 0; ok && i < SW_COUNT; i++)
+        if (a->sweeps & (1u << i))
+            if (SWEEPS[i](&c) != 0)
+                ok = 0;
+    const char *status = g_stop ? "interrupted" : ok ? "ok" : "error";
+    if (c.header_written) {
+        jw_reset(&c.w);
+        jw_obj_begin(&c.w);
+        jw_kv_str(&c.w, "type", "end");
+        jw_kv_str(&c.w, "status", status);
+        jw_kv_int(&c.w, "points", c.points);
+        jw_kv_int(&c.w, "skipped", c.skipped);
+        jw_kv_double(&c.w, "elapsed_s", now_s() - t0);
+        if (!ok && !g_stop)
+            jw_kv_str(&c.w, "message", c.fatal);
+        jw_obj_end(&c.w);
+        jw_write_line(&c.w, out);
+    }
+    if (ok || g_stop)
+        net_send_msg(fd, MSG_BYE, NULL, 0, 5.0);
+    jw_free(&c.w);
+    if (g_stop) {
+        note(a, "interrupted after %d points", c.points);
+        return 130;
+    }
+    if (!ok) {
+        fprintf(stderr, PROBE_NAME ": %s\n", c.fatal[0] ? c.fatal : "failed");
+        return 1;
+    }
+    note(a, "done: %d points, %d skipped, %.1f s", c.points, c.skipped, now_s() - t0);
+    return 0;
+}

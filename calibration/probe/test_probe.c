@@ -1,0 +1,699 @@
+/* test_probe.c - device-free unit tests of rnicsim-probe: argument parsing, statistics,
+ * JSON-lines output and escaping, the bootstrap wire format and TCP helpers, host-info
+ * parsing. Needs no RDMA device and no libibverbs. Run with `make test`. */
+#include "args.h"
+#include "hostinfo.h"
+#include "jsonout.h"
+#include "net.h"
+#include "proto.h"
+#include "stats.h"
+#include "util.h"
+#include "wire.h"
+
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int g_checks, g_failures;
+
+#define CHECK(cond)                                                                           \
+    do {                                                                                      \
+        g_checks++;                                                                           \
+        if (!(cond)) {                                                                        \
+            g_failures++;                                                                     \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
+        }                                                                                     \
+    } while (0)
+
+#define CHECK_STR(got, want)                                                                  \
+    do {                                                                                      \
+        const char *g_ = (got), *w_ = (want);                                                 \
+        g_checks++;                                                                           \
+        if (strcmp(g_, w_) != 0) {                                                            \
+            g_failures++;                                                                     \
+            fprintf(stderr, "%s:%d: got  %s\n%*s  want %s\n", __FILE__, __LINE__, g_,         \
+                    (int)strlen(__FILE__) + 6, "", w_);                                       \
+        }                                                                                     \
+    } while (0)
+
+#define CHECK_NEAR(got, want, tol) CHECK(fabs((double)(got) - (double)(want)) <= (tol))
+
+/* ---- argument parsing ---------------------------------------------------------------- */
+
+static int parse(struct probe_args *a, char *err, size_t errlen, ...)
+{
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = "rnicsim-probe";
+    va_list ap;
+    va_start(ap, errlen);
+    char *s;
+    while ((s = va_arg(ap, char *)) != NULL && argc < 31)
+        argv[argc++] = s;
+    va_end(ap);
+    argv[argc] = NULL;
+    return probe_parse_args(argc, argv, a, err, errlen);
+}
+
+static void test_args(void)
+{
+    struct probe_args a;
+    char err[256];
+
+    CHECK(parse(&a, err, sizeof err, "--help", NULL) == ARGS_HELP);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "-h", NULL) == ARGS_HELP);
+    CHECK(parse(&a, err, sizeof err, "--bogus", "--help", NULL) == ARGS_HELP);
+
+    CHECK(parse(&a, err, sizeof err, "--server", NULL) == ARGS_OK);
+    CHECK(a.role == ROLE_SERVER);
+    CHECK(a.port == PROBE_DEFAULT_PORT);
+    CHECK(a.ib_port == 1 && a.gid_index == -1 && a.dev[0] == '\0');
+    CHECK(a.sweeps == SWEEPS_ALL);
+    CHECK(a.iters == 1000 && a.bw_iters == 20000);
+    CHECK_NEAR(a.time_limit, 5.0, 0);
+
+    CHECK(parse(&a, err, sizeof err, "--server", "--port", "4000", "--dev", "mlx5_0", "--once",
+                NULL) == ARGS_OK);
+    CHECK(a.port == 4000 && strcmp(a.dev, "mlx5_0") == 0 && a.once == 1);
+
+    CHECK(parse(&a, err, sizeof err, "--client", "10.0.0.2", "--port=18000", "--out",
+                "x.jsonl", "--sweeps", "lat,qps", "--iters", "50", "--time-limit", "0.5",
+                "--gid-index=3", "-q", NULL) == ARGS_OK);
+    CHECK(a.role == ROLE_CLIENT);
+    CHECK_STR(a.host, "10.0.0.2");
+    CHECK(a.port == 18000);
+    CHECK_STR(a.out, "x.jsonl");
+    CHECK(a.sweeps == ((1u << SW_LAT) | (1u << SW_QPS)));
+    CHECK(a.iters == 50);
+    CHECK_NEAR(a.time_limit, 0.5, 1e-12);
+    CHECK(a.gid_index == 3 && a.quiet == 1);
+
+    /* errors: each returns ARGS_ERROR with a message naming the problem */
+    CHECK(parse(&a, err, sizeof err, NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--server or --client") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--bogus", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "unknown option '--bogus'") != NULL);
+    CHECK(parse(&a, err, sizeof err, "-x", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "unknown option '-x'") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "stray", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "unexpected argument 'stray'") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--client needs a value") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "--port", "1", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--server", "--client", "h", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "choose one") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--server", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--server", "--port", "0", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--port") != NULL && strstr(err, "1..65535") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--port", "70000", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--server", "--port", "12ab", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "expected an integer") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--port=", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--server", "--once=1", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--iters", "0", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--iters", "-5", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--iters", "99999999999999999999",
+                NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--time-limit", "0", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--time-limit", "nan", NULL) ==
+          ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--time-limit", "2s", NULL) ==
+          ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "lat,nope", NULL) ==
+          ARGS_ERROR);
+    CHECK(strstr(err, "unknown sweep 'nope'") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--once", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--once is a server option") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--out", "f", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--out is a client option") != NULL);
+
+    unsigned m = 0;
+    CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && m == SWEEPS_ALL);
+    CHECK(parse_sweep_list("pages,lat", &m, err, sizeof err) == 0 &&
+          m == ((1u << SW_PAGES) | (1u << SW_LAT)));
+    CHECK(parse_sweep_list("lat,,bw", &m, err, sizeof err) == -1);
+    CHECK(parse_sweep_list("", &m, err, sizeof err) == -1);
+    CHECK(parse_sweep_list("lat,", &m, err, sizeof err) == -1);
+    CHECK(parse_sweep_list("LAT", &m, err, sizeof err) == -1);
+    for (int i = 0; i < SW_COUNT; i++)
+        CHECK(sweep_from_name(sweep_name(i), strlen(sweep_name(i))) == i);
+    CHECK(sweep_from_name("la", 2) == -1);
+
+    /* usage mentions every sweep and the exit status */
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    if (f) {
+        probe_usage(f);
+        long n = ftell(f);
+        rewind(f);
+        char *buf = calloc(1, (size_t)n + 1);
+        CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+        if (buf) {
+            for (int i = 0; i < SW_COUNT; i++)
+                CHECK(strstr(buf, sweep_name(i)) != NULL);
+            CHECK(strstr(buf, "--time-limit") != NULL && strstr(buf, "exit status") != NULL);
+        }
+        free(buf);
+        fclose(f);
+    }
+}
+
+/* ---- statistics ------------------------------------------------------------------------ */
+
+static void test_stats(void)
+{
+    struct lat_stats s;
+    double v[1000];
+
+    for (int i = 0; i < 100; i++)
+        v[i] = (double)(100 - i); /* 100..1, unsorted on purpose */
+    CHECK(stats_compute(v, 100, &s) == 0);
+    CHECK(s.n == 100);
+    CHECK_NEAR(s.min, 1, 0);
+    CHECK_NEAR(s.max, 100, 0);
+    CHECK_NEAR(s.median, 50.5, 1e-12);
+    CHECK_NEAR(s.avg, 50.5, 1e-12);
+    CHECK_NEAR(s.stdev, sqrt((100.0 * 100.0 - 1.0) / 12.0), 1e-9); /* population */
+    CHECK_NEAR(s.p99, 99, 0);
+    CHECK_NEAR(s.p999, 100, 0);
+    CHECK(v[0] == 1 && v[99] == 100); /* sorted in place */
+
+    double odd[5] = {5, 1, 3, 2, 4};
+    CHECK(stats_compute(odd, 5, &s) == 0);
+    CHECK_NEAR(s.median, 3, 0);
+    CHECK_NEAR(s.avg, 3, 1e-12);
+    CHECK_NEAR(s.stdev, sqrt(2.0), 1e-12);
+    CHECK_NEAR(s.p99, 5, 0);
+
+    for (int i = 0; i < 1000; i++)
+        v[i] = (double)(i + 1);
+    CHECK(stats_compute(v, 1000, &s) == 0);
+    CHECK_NEAR(s.p99, 990, 0);  /* rank ceil(0.99 * 1000) = 990 */
+    CHECK_NEAR(s.p999, 999, 0); /* rank 999: not the maximum */
+    CHECK_NEAR(s.median, 500.5, 1e-12);
+
+    double one[1] = {1.25};
+    CHECK(stats_compute(one, 1, &s) == 0);
+    CHECK(s.min == 1.25 && s.max == 1.25 && s.median == 1.25 && s.p99 == 1.25 &&
+          s.p999 == 1.25 && s.stdev == 0.0);
+
+    double same[4] = {2, 2, 2, 2};
+    CHECK(stats_compute(same, 4, &s) == 0 && s.stdev == 0.0 && s.median == 2.0);
+
+    CHECK(stats_compute(v, 0, &s) == -1);
+    CHECK(stats_compute(NULL, 3, &s) == -1);
+    double bad[3] = {1, NAN, 2};
+    CHECK(stats_compute(bad, 3, &s) == -1);
+    double inf[2] = {1, INFINITY};
+    CHECK(stats_compute(inf, 2, &s) == -1);
+
+    double sorted[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    CHECK(stats_percentile_sorted(sorted, 10, 0.5) == 5);
+    CHECK(stats_percentile_sorted(sorted, 10, 0.99) == 10);
+    CHECK(stats_percentile_sorted(sorted, 10, 0.1) == 1);
+    CHECK(stats_percentile_sorted(sorted, 10, 0.11) == 2);
+    CHECK(stats_percentile_sorted(sorted, 10, 1.0) == 10);
+    CHECK(stats_percentile_sorted(sorted, 10, 0.0) == 1);
+    CHECK(isnan(stats_percentile_sorted(sorted, 0, 0.5)));
+}
+
+/* ---- JSON lines ------------------------------------------------------------------------- */
+
+static const char *quoted(const char *s)
+{
+    static char buf[512];
+    json_quote(s, buf, sizeof buf);
+    return buf;
+}
+
+static void test_json(void)
+{
+    struct jw w;
+    jw_init(&w);
+
+    jw_obj_begin(&w);
+    jw_kv_str(&w, "type", "measurement");
+    jw_kv_int(&w, "payload", 64);
+    jw_kv_int(&w, "neg", -3);
+    jw_kv_uint(&w, "big", 18446744073709551615ull);
+    jw_kv_bool(&w, "inline", 0);
+    jw_kv_bool(&w, "ok", 1);
+    jw_kv_null(&w, "nothing");
+    jw_kv_str(&w, "nullstr", NULL);
+    jw_key(&w, "lat_us");
+    jw_obj_begin(&w);
+    jw_kv_double(&w, "min", 1.5);
+    jw_kv_double(&w, "median", 0.1);
+    jw_obj_end(&w);
+    jw_key(&w, "list");
+    jw_arr_begin(&w);
+    jw_str(&w, "a");
+    jw_int(&w, 2);
+    jw_arr_begin(&w);
+    jw_arr_end(&w);
+    jw_obj_begin(&w);
+    jw_obj_end(&w);
+    jw_arr_end(&w);
+    jw_obj_end(&w);
+    CHECK(jw_complete(&w));
+    CHECK_STR(jw_cstr(&w),
+              "{\"type\":\"measurement\",\"payload\":64,\"neg\":-3,"
+              "\"big\":18446744073709551615,\"inline\":false,\"ok\":true,\"nothing\":null,"
+              "\"nullstr\":null,\"lat_us\":{\"min\":1.5,\"median\":0.1},"
+              "\"list\":[\"a\",2,[],{}]}");
+
+    /* write_line appends exactly one newline and resets */
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(jw_write_line(&w, f) == 0);
+        CHECK(w.len == 0 && w.depth == 0);
+        jw_obj_begin(&w);
+        jw_kv_int(&w, "n", 1);
+        jw_obj_end(&w);
+        CHECK(jw_write_line(&w, f) == 0);
+        long n = ftell(f);
+        rewind(f);
+        char buf[512] = "";
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        CHECK((long)got == n);
+        const char *nl = strchr(buf, '\n');
+        CHECK(nl != NULL && strcmp(nl + 1, "{\"n\":1}\n") == 0);
+        fclose(f);
+    }
+
+    /* doubles: shortest exact form; non-finite values are not JSON numbers */
+    jw_obj_begin(&w);
+    jw_kv_double(&w, "a", 1.74);
+    jw_kv_double(&w, "b", 1e300);
+    jw_kv_double(&w, "c", NAN);
+    jw_kv_double(&w, "d", INFINITY);
+    jw_kv_double(&w, "e", -2.5e-7);
+    jw_kv_double(&w, "f", 3.0);
+    jw_kv_double(&w, "g", 0.1 + 0.2);
+    jw_obj_end(&w);
+    CHECK_STR(jw_cstr(&w), "{\"a\":1.74,\"b\":1e+300,\"c\":null,\"d\":null,\"e\":-2.5e-07,"
+                           "\"f\":3,\"g\":0.30000000000000004}");
+    jw_reset(&w);
+
+    /* escaping */
+    CHECK_STR(quoted("plain"), "\"plain\"");
+    CHECK_STR(quoted(""), "\"\"");
+    CHECK_STR(quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    CHECK_STR(quoted("l1\nl2\r\t\b\f"), "\"l1\\nl2\\r\\t\\b\\f\"");
+    CHECK_STR(quoted("\x01\x1f\x7f"), "\"\\u0001\\u001f\\u007f\"");
+    CHECK_STR(quoted("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+              "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""); /* valid UTF-8 kept */
+    CHECK_STR(quoted("bad\xff!"), "\"bad\\ufffd!\"");
+    CHECK_STR(quoted("cut\xe2\x82"), "\"cut\\ufffd\\ufffd\"");
+    CHECK_STR(quoted("\xc0\xaf"), "\"\\ufffd\\ufffd\"");          /* overlong */
+    CHECK_STR(quoted("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\""); /* surrogate */
+    CHECK_STR(quoted("</script>"), "\"</script>\"");
+    CHECK_STR(quoted(NULL), "\"\"");
+
+    /* keys are escaped too */
+    jw_obj_begin(&w);
+    jw_kv_str(&w, "k\"ey", "v\n");
+    jw_obj_end(&w);
+    CHECK_STR(jw_cstr(&w), "{\"k\\\"ey\":\"v\\n\"}");
+    jw_reset(&w);
+
+    /* json_quote reports the needed size and truncates safely */
+    char small[6];
+    size_t need = json_quote("abcdefgh", small, sizeof small);
+    CHECK(need == 10);
+    CHECK(strlen(small) < sizeof small);
+    CHECK(strncmp(small, "\"abcd", strlen(small)) == 0);
+    CHECK(json_quote("x\ny", NULL, 0) == 6);
+
+    /* long strings go through the heap path */
+    char longs[1000];
+    memset(longs, 'x', sizeof longs - 1);
+    longs[sizeof longs - 1] = '\0';
+    longs[500] = '"';
+    jw_str(&w, longs);
+    CHECK(jw_complete(&w) && w.len == 998 + 2 + 2); /* 998 x, an escaped quote, the quotes */
+    jw_reset(&w);
+
+    /* misuse is detected, and an incomplete value is never written */
+    jw_key(&w, "top");
+    CHECK(w.err);
+    jw_reset(&w);
+    jw_int(&w, 1);
+    jw_int(&w, 2);
+    CHECK(w.err);
+    jw_reset(&w);
+    jw_obj_begin(&w);
+    jw_int(&w, 1); /* value without key inside an object is written but ... */
+    jw_obj_end(&w);
+    jw_reset(&w);
+    jw_obj_begin(&w);
+    jw_key(&w, "a");
+    jw_obj_end(&w);
+    CHECK(w.err);
+    jw_reset(&w);
+    jw_obj_begin(&w);
+    CHECK(!jw_complete(&w));
+    FILE *g = tmpfile();
+    if (g) {
+        CHECK(jw_write_line(&w, g) == -1);
+        CHECK(ftell(g) == 0);
+        fclose(g);
+    }
+    jw_reset(&w);
+    for (int i = 0; i < JW_MAX_DEPTH + 2; i++)
+        jw_arr_begin(&w);
+    CHECK(w.err);
+    jw_free(&w);
+}
+
+/* ---- wire format and protocol messages -------------------------------------------------- */
+
+static void test_wire(void)
+{
+    struct wbuf b;
+    wb_init(&b);
+    wb_u8(&b, 0xAB);
+    wb_u16(&b, 0x1234);
+    wb_u32(&b, 0xDEADBEEF);
+    wb_u64(&b, 0x0102030405060708ull);
+    wb_str(&b, "hi");
+    CHECK(!b.err && b.len == 1 + 2 + 4 + 8 + 4 + 2);
+    CHECK(b.p[1] == 0x12 && b.p[2] == 0x34 && b.p[3] == 0xDE); /* big-endian */
+    struct rbuf r;
+    rb_init(&r, b.p, b.len);
+    CHECK(rb_u8(&r) == 0xAB);
+    CHECK(rb_u16(&r) == 0x1234);
+    CHECK(rb_u32(&r) == 0xDEADBEEF);
+    CHECK(rb_u64(&r) == 0x0102030405060708ull);
+    char *s = rb_str(&r, 10);
+    CHECK(s && strcmp(s, "hi") == 0);
+    free(s);
+    CHECK(!r.err && r.pos == r.len);
+    CHECK(rb_u32(&r) == 0 && r.err); /* reading past the end sets err */
+    rb_init(&r, b.p, b.len);
+    r.pos = 15;
+    CHECK(rb_str(&r, 1) == NULL && r.err); /* longer than max_len */
+    wb_free(&b);
+
+    uint8_t h[12];
+    uint32_t type, len;
+    wire_header(h, MSG_SETUP, 42);
+    CHECK(wire_parse_header(h, &type, &len) == 0 && type == MSG_SETUP && len == 42);
+    h[0] ^= 1;
+    CHECK(wire_parse_header(h, &type, &len) == -1);
+    wire_header(h, MSG_SETUP, WIRE_MAX_PAYLOAD + 1);
+    CHECK(wire_parse_header(h, &type, &len) == -1);
+
+    /* HELLO round trip */
+    struct msg_hello m, o;
+    memset(&m, 0, sizeof m);
+    m.version = PROTO_VERSION;
+    m.port.lid = 7;
+    for (int i = 0; i < 16; i++)
+        m.port.gid[i] = (uint8_t)i;
+    m.port.gid_index = 3;
+    m.port.use_grh = 1;
+    m.port.mtu = 5;
+    m.port.link_layer = 2;
+    m.port.max_qp_rd_atom = 16;
+    m.port.max_qp_init_rd_atom = 128;
+    m.port.max_qp = 262144;
+    m.port.max_qp_wr = 16351;
+    m.port.max_cqe = 4194303;
+    m.idle_timeout_s = 140;
+    m.info = "{\"type\":\"host\"}\n";
+    wb_init(&b);
+    msg_hello_put(&b, &m);
+    CHECK(msg_hello_get(b.p, (uint32_t)b.len, &o) == 0);
+    CHECK(o.version == PROTO_VERSION && o.port.lid == 7 && o.port.gid[15] == 15 &&
+          o.port.gid_index == 3 && o.port.use_grh == 1 && o.port.mtu == 5 &&
+          o.port.link_layer == 2 && o.port.max_qp_rd_atom == 16 &&
+          o.port.max_qp_init_rd_atom == 128 && o.port.max_qp == 262144 &&
+          o.port.max_qp_wr == 16351 && o.port.max_cqe == 4194303 && o.idle_timeout_s == 140);
+    CHECK(o.info && strcmp(o.info, m.info) == 0);
+    free(o.info);
+    CHECK(msg_hello_get(b.p, (uint32_t)b.len - 1, &o) == -1); /* truncated */
+    CHECK(o.info == NULL);
+    wb_free(&b);
+
+    /* SETUP round trip and validation */
+    struct msg_setup su = {TP_UD, 4096, MODE_ECHO, 16, 4096, 2u << 20, 1ull << 30}, su2;
+    wb_init(&b);
+    msg_setup_put(&b, &su);
+    CHECK(msg_setup_get(b.p, (uint32_t)b.len, &su2) == 0);
+    CHECK(memcmp(&su, &su2, sizeof su) == 0);
+    wb_free(&b);
+    su.page_size = 8192;
+    wb_init(&b);
+    msg_setup_put(&b, &su);
+    CHECK(msg_setup_get(b.p, (uint32_t)b.len, &su2) == -1);
+    wb_free(&b);
+    su.page_size = 4096;
+    su.nqps = 0;
+    wb_init(&b);
+    msg_setup_put(&b, &su);
+    CHECK(msg_setup_get(b.p, (uint32_t)b.len, &su2) == -1);
+    wb_free(&b);
+
+    /* SETUP_REPLY with QP numbers (24-bit) */
+    struct msg_setup_reply rep, rep2;
+    memset(&rep, 0, sizeof rep);
+    rep.addr = 0x7f0012345000ull;
+    rep.rkey = 0x1234;
+    rep.region_bytes = 8 << 20;
+    rep.page_size = 4096;
+    copy_str(rep.backing, sizeof rep.backing, "base");
+    CHECK(msg_qps_alloc(&rep.qps, 3) == 0);
+    for (uint32_t i = 0; i < 3; i++) {
+        rep.qps.qpn[i] = 0x100 + i;
+        rep.qps.psn[i] = 0xABCDEF - i;
+    }
+    wb_init(&b);
+    msg_setup_reply_put(&b, &rep);
+    CHECK(msg_setup_reply_get(b.p, (uint32_t)b.len, &rep2) == 0);
+    CHECK(rep2.status == 0 && rep2.addr == rep.addr && rep2.rkey == 0x1234 &&
+          rep2.region_bytes == (8u << 20) && rep2.page_size == 4096 &&
+          strcmp(rep2.backing, "base") == 0 && rep2.qps.nqps == 3 &&
+          rep2.qps.qpn[2] == 0x102 && rep2.qps.psn[2] == 0xABCDED);
+    CHECK(rep2.message && rep2.message[0] == '\0');
+    msg_setup_reply_free(&rep2);
+    CHECK(msg_setup_reply_get(b.p, (uint32_t)b.len - 4, &rep2) == -1);
+    wb_free(&b);
+    msg_qps_free(&rep.qps);
+
+    struct msg_status st = {1, 12345, "no hugepages"}, st2;
+    wb_init(&b);
+    msg_status_put(&b, &st);
+    CHECK(msg_status_get(b.p, (uint32_t)b.len, &st2) == 0);
+    CHECK(st2.status == 1 && st2.count == 12345 && strcmp(st2.message, "no hugepages") == 0);
+    free(st2.message);
+    wb_free(&b);
+
+    /* a QP count that does not match the bytes present is rejected */
+    wb_init(&b);
+    wb_u32(&b, 1000);
+    wb_u32(&b, 1);
+    rb_init(&r, b.p, b.len);
+    struct msg_qps q;
+    CHECK(msg_qps_get(&r, &q) == -1 && q.qpn == NULL);
+    wb_free(&b);
+}
+
+/* ---- TCP helpers ------------------------------------------------------------------------ */
+
+static void test_net(void)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    const char payload[] = "hello over tcp";
+    CHECK(net_send_msg(sv[0], MSG_SETUP, payload, sizeof payload, 1.0) == NET_OK);
+    CHECK(net_send_msg(sv[0], MSG_BYE, NULL, 0, 1.0) == NET_OK);
+    uint32_t type = 0, len = 0;
+    uint8_t *pl = NULL;
+    CHECK(net_recv_msg(sv[1], &type, &pl, &len, 1.0) == NET_OK);
+    CHECK(type == MSG_SETUP && len == sizeof payload && pl && memcmp(pl, payload, len) == 0);
+    free(pl);
+    CHECK(net_recv_msg(sv[1], &type, &pl, &len, 1.0) == NET_OK);
+    CHECK(type == MSG_BYE && len == 0 && pl == NULL);
+
+    CHECK(net_readable(sv[1]) == 0);
+    double t0 = now_s();
+    CHECK(net_recv_msg(sv[1], &type, &pl, &len, 0.2) == NET_TIMEOUT);
+    double dt = now_s() - t0;
+    CHECK(dt >= 0.15 && dt < 2.0);
+
+    /* garbage header */
+    CHECK(net_send_all(sv[0], "GARBAGE-HEAD", 12, 1.0) == NET_OK);
+    CHECK(net_readable(sv[1]) == 1);
+    CHECK(net_recv_msg(sv[1], &type, &pl, &len, 1.0) == NET_ERR);
+
+    close(sv[0]);
+    CHECK(net_recv_msg(sv[1], &type, &pl, &len, 1.0) == NET_CLOSED);
+    close(sv[1]);
+
+    /* loopback listen/connect/accept */
+    char err[256];
+    int lfd = -1, port = 0;
+    for (int tries = 0; tries < 20 && lfd < 0; tries++) {
+        port = 20000 + (int)((unsigned)getpid() * 7u + (unsigned)tries * 131u) % 40000;
+        lfd = net_listen(port, err, sizeof err);
+    }
+    CHECK(lfd >= 0);
+    if (lfd >= 0) {
+        int cfd = net_connect("127.0.0.1", port, 2.0, err, sizeof err);
+        CHECK(cfd >= 0);
+        char peer[64] = "";
+        int afd = net_accept(lfd, 2.0, peer, sizeof peer);
+        CHECK(afd >= 0);
+        CHECK(strchr(peer, ':') != NULL);
+        if (cfd >= 0 && afd >= 0) {
+            CHECK(net_send_msg(cfd, MSG_HELLO, "x", 1, 1.0) == NET_OK);
+            CHECK(net_recv_msg(afd, &type, &pl, &len, 1.0) == NET_OK && type == MSG_HELLO);
+            free(pl);
+        }
+        if (cfd >= 0)
+            close(cfd);
+        if (afd >= 0)
+            close(afd);
+        CHECK(net_accept(lfd, 0.05, NULL, 0) == NET_TIMEOUT);
+        close(lfd);
+    }
+
+    /* an unreachable peer fails within the timeout, with a one-line reason */
+    int tmp = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    CHECK(bind(tmp, (struct sockaddr *)&sa, sizeof sa) == 0);
+    CHECK(getsockname(tmp, (struct sockaddr *)&sa, &sl) == 0);
+    int closed_port = ntohs(sa.sin_port);
+    close(tmp); /* nothing listens there now */
+    t0 = now_s();
+    CHECK(net_connect("127.0.0.1", closed_port, 0.5, err, sizeof err) == -1);
+    dt = now_s() - t0;
+    CHECK(dt < 3.0);
+    CHECK(strstr(err, "cannot connect to 127.0.0.1:") != NULL);
+    CHECK(strchr(err, '\n') == NULL);
+    CHECK(net_connect("no-such-host.invalid", 1, 0.5, err, sizeof err) == -1);
+    CHECK(strstr(err, "no-such-host.invalid") != NULL);
+}
+
+/* ---- host info and small helpers --------------------------------------------------------- */
+
+static void test_hostinfo(void)
+{
+    const char *x86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel\t\t: 62\n"
+                      "model name\t: Intel(R) Xeon(R) CPU E5-2650 v2 @ 2.60GHz\n"
+                      "cpu MHz\t\t: 1200.000\n\nprocessor\t: 1\n"
+                      "model name\t: Intel(R) Xeon(R) CPU E5-2650 v2 @ 2.60GHz\n"
+                      "cpu MHz\t\t: 2600.000\n";
+    struct cpuinfo_summary cs;
+    CHECK(cpuinfo_parse(x86, &cs) == 0);
+    CHECK_STR(cs.model, "Intel(R) Xeon(R) CPU E5-2650 v2 @ 2.60GHz");
+    CHECK_NEAR(cs.mhz, 1200.0, 1e-9);
+    CHECK(cs.processors == 2);
+
+    const char *arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU part\t: 0xd0c\n\n"
+                      "processor\t: 1\nCPU part\t: 0xd0c\n";
+    CHECK(cpuinfo_parse(arm, &cs) == 0);
+    CHECK_STR(cs.model, "0xd0c");
+    CHECK(cs.mhz == 0.0 && cs.processors == 2);
+    CHECK(cpuinfo_parse("", &cs) == 0 && cs.model[0] == '\0' && cs.processors == 0);
+    CHECK(cpuinfo_parse(NULL, &cs) == 0);
+
+    const char *mi = "MemTotal:       65861432 kB\nMemFree:         1000 kB\n"
+                     "HugePages_Total:     512\nHugePages_Free:      500\n"
+                     "Hugepagesize:       2048 kB";
+    CHECK(meminfo_value(mi, "MemTotal") == 65861432);
+    CHECK(meminfo_value(mi, "HugePages_Free") == 500);
+    CHECK(meminfo_value(mi, "Hugepagesize") == 2048);
+    CHECK(meminfo_value(mi, "Mem") == -1);
+    CHECK(meminfo_value(mi, "Absent") == -1);
+
+    /* the live host line is valid, complete JSON */
+    struct jw w;
+    jw_init(&w);
+    jw_obj_begin(&w);
+    jw_kv_str(&w, "type", "host");
+    hostinfo_write_fields(&w);
+    jw_obj_end(&w);
+    CHECK(jw_complete(&w));
+    CHECK(strstr(jw_cstr(&w), "\"kernel\":") != NULL);
+    CHECK(strstr(jw_cstr(&w), "\"cpus_online\":") != NULL);
+    jw_free(&w);
+}
+
+static void test_util(void)
+{
+    CHECK(ib_mtu_enum_to_bytes(1) == 256 && ib_mtu_enum_to_bytes(3) == 1024 &&
+          ib_mtu_enum_to_bytes(5) == 4096 && ib_mtu_enum_to_bytes(6) == -1 &&
+          ib_mtu_enum_to_bytes(0) == -1);
+    for (int e = 1; e <= 5; e++)
+        CHECK(ib_mtu_bytes_to_enum(ib_mtu_enum_to_bytes(e)) == e);
+    CHECK(ib_mtu_bytes_to_enum(1500) == 0);
+    CHECK(ib_width_to_lanes(1) == 1 && ib_width_to_lanes(2) == 4 && ib_width_to_lanes(8) == 12 &&
+          ib_width_to_lanes(16) == 2 && ib_width_to_lanes(3) == 0);
+    CHECK_STR(ib_speed_name(4), "QDR");
+    CHECK_STR(ib_speed_name(8), "FDR10");
+    CHECK_STR(ib_speed_name(16), "FDR");
+    CHECK_STR(ib_speed_name(32), "EDR");
+    CHECK_STR(ib_speed_name(3), "unknown");
+    /* 4x QDR: 40 Gb/s signalling, 32 Gb/s of data after 8b/10b */
+    CHECK_NEAR(4 * ib_speed_nominal_gbps(4), 40.0, 1e-9);
+    CHECK_NEAR(4 * ib_speed_data_gbps(4), 32.0, 1e-9);
+    /* 4x FDR10: also "40" for ibstat, but 40 Gb/s of data (64b/66b) */
+    CHECK_NEAR(4 * ib_speed_nominal_gbps(8), 40.0, 1e-9);
+    CHECK_NEAR(4 * ib_speed_data_gbps(8), 40.0, 1e-9);
+    CHECK_NEAR(4 * ib_speed_data_gbps(16), 54.5454, 1e-3);
+
+    struct rng a, b;
+    rng_seed(&a, 42);
+    rng_seed(&b, 42);
+    int same = 1, inrange = 1;
+    for (int i = 0; i < 1000; i++) {
+        if (rng_next(&a) != rng_next(&b))
+            same = 0;
+        if (rng_below(&a, 7) >= 7)
+            inrange = 0;
+        (void)rng_below(&b, 7);
+    }
+    CHECK(same && inrange);
+    rng_seed(&a, 0);
+    CHECK(a.s != 0);
+    int seen[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 400; i++)
+        seen[rng_below(&a, 4)]++;
+    CHECK(seen[0] > 50 && seen[1] > 50 && seen[2] > 50 && seen[3] > 50);
+
+    CHECK(round_up(0, 4096) == 0 && round_up(1, 4096) == 4096 && round_up(4096, 4096) == 4096 &&
+          round_up(4097, 64) == 4160 && round_up(5, 0) == 5);
+    char buf[4];
+    copy_str(buf, sizeof buf, "abcdef");
+    CHECK_STR(buf, "abc");
+    copy_str(buf, sizeof buf, NULL);
+    CHECK_STR(buf, "");
+    uint64_t t1 = now_ns(), t2 = now_ns();
+    CHECK(t2 >= t1);
+}
+
+int main(void)
+{
+    test_args();
+    test_stats();
+    test_json();
+    test_wire();
+    test_net();
+    test_hostinfo();
+    test_util();
+    printf("test_probe: %d checks, %d failures\n", g_checks, g_failures);
+    return g_failures ? 1 : 0;
+}
