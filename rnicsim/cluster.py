@@ -48,7 +48,8 @@ class Cluster:
         self.nodes = [Node(sim, n, profile, nics_per_node, cores, n * nics_per_node)
                       for n in range(nodes)]
         self.nics = [nic for node in self.nodes for nic in node.nics]
-        self.fabric = Fabric(profile, nodes, nics_per_node, topology or {"kind": "single_switch"})
+        self.fabric = Fabric(profile, nodes, nics_per_node,
+                             topology or {"kind": "single_switch"}, sim.env)
         self.fabric.nics = self.nics
         for nic in self.nics:
             nic.fabric = self.fabric

@@ -23,8 +23,10 @@ from .hw.switch import Switch
 class Fabric:
     """Links, switches and routes of one cluster."""
 
-    def __init__(self, profile, n_nodes: int, nics_per_node: int, topology: dict) -> None:
+    def __init__(self, profile, n_nodes: int, nics_per_node: int, topology: dict,
+                 env=None) -> None:
         link, sw = profile.link, profile.switch
+        self.env = env
         self.rate = link.rate
         self.prop = link.propagation
         kind = topology.get("kind", "single_switch")
@@ -64,11 +66,12 @@ class Fabric:
             raise ValueError(f"unknown topology kind {kind!r}")
 
     def _add_switch(self, name: str, sw) -> None:
-        self.switches[name] = Switch(name, sw.latency, sw.buffer_per_port)
+        self.switches[name] = Switch(name, sw.latency, sw.buffer_per_port, self.env)
         self.graph.add_node(name, kind="switch")
 
     def _attach(self, nic: int, swname: str) -> None:
-        self.egress[nic] = LinkDir(f"nic{nic}->{swname}", self.rate, self.prop)
+        self.egress[nic] = LinkDir(f"nic{nic}->{swname}", self.rate, self.prop,
+                                   env=self.env)
         self.switches[swname].port(f"nic{nic}", self.rate, self.prop)
         self.nic_switch[nic] = swname
         self.graph.add_edge(f"nic{nic}", swname)

@@ -159,7 +159,6 @@ class NicSection(BaseModel):
     responder: OpTimes              # PU time to serve one incoming request [ns]
     completer: OpTimes              # PU time to take one ACK / response at the requester [ns]
     per_packet: TimeP               # PU time per extra MTU packet of a message [ns]
-    wqe_size: SizeP                 # bytes of one WQE fetched by DMA [B]
     cqe_size: SizeP                 # bytes of one CQE written to the host [B]
     blueflame_size: SizeP           # largest WQE the CPU can push with the doorbell [B]
     max_inline: SizeP               # largest inline payload [B]
@@ -172,6 +171,7 @@ class NicSection(BaseModel):
     atomic_service: TimeP           # atomic unit time besides the PCIe read-modify-write [ns]
     max_rd_atomic: CountP           # outstanding READ/atomic per QP
     uar_dedicated: CountP           # dedicated doorbell (BlueFlame) registers per context
+    uar_shared: CountP              # lock-protected registers the other QPs share (>= 1)
     ack_coalesce: CountP            # RC responder sends one ACK per this many WRITE/SEND
 
     @field_validator("atomic_mode")

@@ -13,11 +13,17 @@ thread, or shared by several), :class:`CompletionQueue`, :class:`QueuePair` (RC,
     yield qp.post_send([WorkRequest(READ, 64, wr_id=1, rkey=mr.rkey)])  # CPU for posting
     wcs = yield cq.wait()                                              # poll until a CQE
 
-Costs charged to the posting thread's core: ``wqe_build`` per WQE and one ``mmio`` per
-doorbell (``post_send`` takes a list: one list is one doorbell). A single WQE is pushed
-with the doorbell (BlueFlame); a list is fetched by the NIC with one DMA read. A context
-has ``uar_dedicated`` doorbell registers; QPs beyond them share one register, guarded by a
-lock (``uar_lock``) that serialises their posts across threads.
+Costs charged to the posting thread's core: ``wqe_build`` per WQE and ``mmio`` per 64-byte
+write-combining chunk stored to the NIC (``post_send`` takes a list: one list is one
+doorbell). A single WQE of at most ``blueflame_size`` bytes is pushed whole with the
+doorbell (BlueFlame: one chunk per 64 B of WQE, so a large inline payload costs more
+stores); a list is announced by an 8-byte doorbell and fetched by the NIC with one DMA
+read. WQE sizes follow the mlx5 layout: control 16 B, UD address 48 B, remote address
+16 B, atomic 16 B, then a 16-B data pointer or the inline payload with a 4-B header, all
+rounded up to 64-B basic blocks. A context
+has ``uar_dedicated`` doorbell registers; QPs beyond them are spread over ``uar_shared``
+registers, each guarded by a lock that serialises the posts of its QPs; taking it after
+another thread costs ``uar_lock`` (the lock's cache line moves between cores).
 """
 from __future__ import annotations
 
@@ -36,14 +42,32 @@ __all__ = ["Context", "CompletionQueue", "QueuePair", "MemoryRegion", "WorkReque
            "STATUS_NAMES"]
 
 
+def wqe_bytes(qtype: str, wr: WorkRequest) -> int:
+    """Size [B] of the WQE for ``wr`` on a QP of type ``qtype`` (mlx5 layout, 64-B blocks)."""
+    n = 16
+    if qtype == UD:
+        n += 48
+    op = wr.opcode
+    if op in (WRITE, WRITE_WITH_IMM, READ, CAS, FAA):
+        n += 16
+    if op in (CAS, FAA):
+        n += 16
+    if wr.inline:
+        n += 4 + -(-wr.length // 16) * 16
+    else:
+        n += 16
+    return -(-n // 64) * 64
+
+
 class _Uar:
     """A doorbell register of a context; shared ones serialise posts behind a lock."""
 
-    __slots__ = ("busy_until", "users")
+    __slots__ = ("busy_until", "users", "last")
 
     def __init__(self) -> None:
         self.busy_until = 0.0
         self.users = 0
+        self.last = None        # thread that rang it last (owns the lock's cache line)
 
 
 class Context:
@@ -64,7 +88,7 @@ class Context:
         self.host = host
         ded = cluster.profile.nic.uar_dedicated
         self._uars = [_Uar() for _ in range(ded)]
-        self._shared_uar = _Uar()
+        self._shared_uars = [_Uar() for _ in range(max(1, cluster.profile.nic.uar_shared))]
         self._nqp = 0
 
     @property
@@ -97,7 +121,9 @@ class Context:
         if self._nqp < len(self._uars):
             uar = self._uars[self._nqp]
         else:
-            uar = self._shared_uar
+            # Beyond the dedicated registers, QPs are spread round robin over the shared
+            # ones; a register with more than one QP needs its lock.
+            uar = self._shared_uars[(self._nqp - len(self._uars)) % len(self._shared_uars)]
         uar.users += 1
         self._nqp += 1
         return QueuePair(self, hw, th, uar)
@@ -215,21 +241,28 @@ class QueuePair:
         for wr in wrs:
             wr.t_post = now
         t = th.reserve(now, n * h.wqe_build)
+        p = nic.p
+        if n == 1:
+            size = wqe_bytes(qt, wrs[0])
+            blueflame = size <= p.blueflame_size
+        else:
+            size = sum(wqe_bytes(qt, wr) for wr in wrs)
+            blueflame = False
+        mmio = h.mmio * (size // 64 if blueflame else 1)
         uar = self._uar
         if uar.users > 1:
-            # Shared doorbell register: posts from all its QPs go one at a time.
+            # Shared doorbell register: posts from all its QPs go one at a time, and taking
+            # the lock from another thread moves its cache line (uar_lock).
             start = t if t > uar.busy_until else uar.busy_until
-            uar.busy_until = start + h.mmio + h.uar_lock
+            uar.busy_until = start + mmio + (h.uar_lock if uar.last is not th else 0.0)
+            uar.last = th
             t = th.reserve(t, uar.busy_until - t)
         else:
-            t = th.reserve(t, h.mmio)
-        p = nic.p
-        if n == 1 and p.wqe_size + (wrs[0].length if wrs[0].inline else 0) <= p.blueflame_size:
-            t_nic = nic.pcie.mmio(t, p.wqe_size + (wrs[0].length if wrs[0].inline else 0))
+            t = th.reserve(t, mmio)
+        if blueflame:
+            t_nic = nic.pcie.mmio(t, size)
         else:
-            t_db = nic.pcie.mmio(t, 8)
-            inl = sum(wr.length for wr in wrs if wr.inline)
-            t_nic = nic.pcie.dma_read(t_db, n * p.wqe_size + inl)
+            t_nic = nic.pcie.dma_read(nic.pcie.mmio(t, 8), size)
         sim.call_at(t_nic, nic.doorbell, self._hw, list(wrs))
         return sim.env.timeout(t - now)
 

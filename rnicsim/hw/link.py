@@ -1,7 +1,7 @@
 """Links: one direction of a wire, and the cut-through walk of a message along a route.
 
-Scope: each direction is a FIFO server (``busy_until``) serialising whole messages at the
-link's data rate, plus a propagation delay. A message crossing switches is forwarded
+Scope: each direction is a :class:`~rnicsim.hw.calendar.Calendar` pipe serialising whole
+messages at the link's data rate, plus a propagation delay. A message crossing switches is forwarded
 cut-through: a switch output port may start once the head has arrived and the switch
 latency has passed, and cannot finish before the tail has arrived. Lossless
 backpressure: when more than the port's buffer is queued in front of an output port, the
@@ -16,58 +16,76 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .calendar import Calendar
+
 
 class LinkDir:
     """One direction of a link (see module doc)."""
 
-    __slots__ = ("name", "rate", "prop", "sw_lat", "buffer", "busy_until", "bytes", "msgs",
+    __slots__ = ("name", "rate", "prop", "sw_lat", "buffer", "cal", "bytes", "msgs",
                  "ns_per_byte")
 
     def __init__(self, name: str, rate: float, prop: float, sw_lat: float = 0.0,
-                 buffer: int = 1 << 30) -> None:
+                 buffer: int = 1 << 30, env=None) -> None:
         self.name = name
         self.rate = rate
         self.ns_per_byte = 8e9 / rate
         self.prop = prop
         self.sw_lat = sw_lat
         self.buffer = buffer
-        self.busy_until = 0.0
+        self.cal = Calendar(env)
         self.bytes = 0
         self.msgs = 0
 
 
-def transmit(path: Sequence[LinkDir], t: float, nbytes: int) -> float:
+def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float | None = None,
+             last_pkt: int = 0) -> float:
     """Send ``nbytes`` (on-wire size) along ``path`` from time ``t``; return tail arrival [ns].
 
     ``path[0]`` is the sender's egress; every later element is a switch output port.
+    With ``tail_ready``, the sender has the first packet at ``t`` and the last one (of
+    ``last_pkt`` bytes) at ``tail_ready`` (payload still streaming in over PCIe).
     Reserves each direction ahead (no events are scheduled).
     """
     first = path[0]
-    start = t if t > first.busy_until else first.busy_until
-    end = start + nbytes * first.ns_per_byte
-    first.busy_until = end
+    ser = nbytes * first.ns_per_byte
+    if last_pkt and nbytes > last_pkt:
+        # A multi-packet message: its packets interleave with other messages' packets.
+        start, end = first.cal.reserve_split(t, ser, last_pkt * first.ns_per_byte)
+    else:
+        start = first.cal.reserve(t, ser)
+        end = start + ser
+    if tail_ready is not None:
+        t_last = tail_ready + last_pkt * first.ns_per_byte
+        if t_last > end:
+            end = t_last
     first.bytes += nbytes
     first.msgs += 1
     head = start + first.prop
     tail = end + first.prop
     prev = first
+    prev_end = end
     for l in path[1:]:
         ready = head + l.sw_lat
-        start = ready if ready > l.busy_until else l.busy_until
+        ser = nbytes * l.ns_per_byte
+        if last_pkt and nbytes > last_pkt:
+            start, end = l.cal.reserve_split(ready, ser, last_pkt * l.ns_per_byte)
+        else:
+            start = l.cal.reserve(ready, ser)
+            end = start + ser
         if start > ready:
             # Lossless: at most `buffer` bytes may wait in front of this port; beyond that
             # the upstream direction is paused until the queue drains to the buffer size.
             hold = start - l.buffer * l.ns_per_byte
-            if hold > prev.busy_until:
-                prev.busy_until = hold
-        end = start + nbytes * l.ns_per_byte
+            if hold > prev_end:
+                prev.cal.block(prev_end, hold)
         t_tail = tail + l.sw_lat
         if end < t_tail:
             end = t_tail
-        l.busy_until = end
         l.bytes += nbytes
         l.msgs += 1
         head = start + l.prop
         tail = end + l.prop
         prev = l
+        prev_end = end
     return tail

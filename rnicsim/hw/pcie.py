@@ -8,7 +8,7 @@ the round trip. Not modelled: flow-control credits, replays, relaxed ordering, I
     host ──down (MMIO, read completions)──► rnic
     host ◄──up (DMA writes, read requests)─── rnic
 
-Both directions are FIFO servers kept as ``busy_until`` times; every method reserves its
+Both directions are :class:`~rnicsim.hw.calendar.Calendar` pipes; every method books its
 direction ahead (no scheduled event) and returns the time the data lands.
 
 Params (profile ``pcie``): rate [bit/s], tlp_overhead [B], max_payload [B], latency [ns],
@@ -17,6 +17,7 @@ mmio_latency [ns].
 from __future__ import annotations
 
 from ..units import tx_time_ns
+from .calendar import Calendar
 
 READ_REQUEST_BYTES = 0  # a read request TLP is header only: tlp_overhead covers it
 
@@ -24,17 +25,17 @@ READ_REQUEST_BYTES = 0  # a read request TLP is header only: tlp_overhead covers
 class Pcie:
     """One NIC's PCIe attachment (see module doc)."""
 
-    __slots__ = ("rate", "ovh", "mps", "lat", "mmio_lat", "up_busy", "down_busy",
+    __slots__ = ("rate", "ovh", "mps", "lat", "mmio_lat", "up", "down",
                  "bytes_up", "bytes_down")
 
-    def __init__(self, p) -> None:
+    def __init__(self, p, env=None) -> None:
         self.rate = p.rate
         self.ovh = p.tlp_overhead
         self.mps = p.max_payload
         self.lat = p.latency
         self.mmio_lat = p.mmio_latency
-        self.up_busy = 0.0
-        self.down_busy = 0.0
+        self.up = Calendar(env)
+        self.down = Calendar(env)
         self.bytes_up = 0
         self.bytes_down = 0
 
@@ -43,12 +44,23 @@ class Pcie:
         tlps = max(1, -(-nbytes // self.mps))
         return nbytes + tlps * self.ovh
 
-    def dma_write(self, t: float, nbytes: int) -> float:
-        """NIC writes ``nbytes`` to host memory from time ``t``; returns when it is visible."""
+    def dma_write(self, t: float, nbytes: int, tail: float | None = None) -> float:
+        """NIC writes ``nbytes`` to host memory from time ``t``; returns when it is visible.
+
+        With ``tail``, the data arrives progressively until ``tail`` (a message streaming in
+        from the wire): the write starts at ``t`` but cannot end before ``tail`` plus the
+        last TLP's serialisation.
+        """
         wb = self.wire_bytes(nbytes)
-        start = t if t > self.up_busy else self.up_busy
-        end = start + tx_time_ns(wb, self.rate)
-        self.up_busy = end
+        dur = tx_time_ns(wb, self.rate)
+        if nbytes > self.mps:
+            end = self.up.reserve_split(t, dur, tx_time_ns(self.mps + self.ovh, self.rate))[1]
+        else:
+            end = self.up.reserve(t, dur) + dur
+        if tail is not None:
+            last = tail + tx_time_ns(min(nbytes, self.mps) + self.ovh, self.rate)
+            if last > end:
+                end = last
         self.bytes_up += wb
         return end + self.lat
 
@@ -59,22 +71,36 @@ class Pcie:
         completions serialise on the down direction and travel back.
         """
         req = self.ovh + READ_REQUEST_BYTES
-        start = t if t > self.up_busy else self.up_busy
-        self.up_busy = start + tx_time_ns(req, self.rate)
+        rdur = tx_time_ns(req, self.rate)
+        at_host = self.up.reserve(t, rdur) + rdur + self.lat
         self.bytes_up += req
-        at_host = self.up_busy + self.lat
         wb = self.wire_bytes(nbytes)
-        cstart = at_host if at_host > self.down_busy else self.down_busy
-        cend = cstart + tx_time_ns(wb, self.rate)
-        self.down_busy = cend
+        dur = tx_time_ns(wb, self.rate)
+        if nbytes > self.mps:
+            # Completions are TLPs that interleave with other traffic.
+            cend = self.down.reserve_split(at_host, dur,
+                                           tx_time_ns(self.mps + self.ovh, self.rate))[1]
+        else:
+            cend = self.down.reserve(at_host, dur) + dur
         self.bytes_down += wb
         return cend + self.lat
+
+    def dma_read_span(self, t: float, nbytes: int, chunk: int) -> tuple[float, float]:
+        """Like :meth:`dma_read`, returning when the first ``chunk`` bytes and all bytes are in.
+
+        Lets a NIC start sending the first packet of a large message before the rest of its
+        payload has crossed PCIe.
+        """
+        last = self.dma_read(t, nbytes)
+        if nbytes <= chunk:
+            return last, last
+        first = last - tx_time_ns(self.wire_bytes(nbytes) - self.wire_bytes(chunk), self.rate)
+        return first, last
 
     def mmio(self, t: float, nbytes: int) -> float:
         """CPU stores ``nbytes`` to the NIC (doorbell/BlueFlame) at ``t``; returns arrival."""
         wb = nbytes + self.ovh
-        start = t if t > self.down_busy else self.down_busy
-        end = start + tx_time_ns(wb, self.rate)
-        self.down_busy = end
+        dur = tx_time_ns(wb, self.rate)
+        end = self.down.reserve(t, dur) + dur
         self.bytes_down += wb
         return end + self.mmio_lat

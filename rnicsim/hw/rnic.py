@@ -13,7 +13,10 @@ Scope
       Per-opcode service times for the requester, responder and completer roles, plus
       ``per_packet`` for each extra MTU packet of a message.
     - QP-context cache (LRU, ``qp_cache_entries``): every use of a QP by a PU looks its
-      context up; a miss stalls that PU for a PCIe read of ``qp_context_size``.
+      context up; a miss fetches ``qp_context_size`` bytes over PCIe. The PU goes on with
+      other work meanwhile (the NIC keeps many contexts in flight), but the operation, and
+      every later one of that QP, waits for the context: misses cost latency and PCIe
+      bandwidth.
     - Translation (MTT) cache (LRU, ``mtt_cache_entries``) keyed by page: a miss delays the
       data access by a PCIe read of ``mtt_entry_size``; 2 MiB pages need 512x fewer entries.
     - Atomic unit: ``atomic_units`` in flight, per-address order, each doing a PCIe
@@ -59,7 +62,7 @@ class QpHw:
 
     __slots__ = ("qpn", "type", "nic", "pu", "send_cq", "recv_cq", "state", "rd_out",
                  "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
-                 "seq", "timeout_ns", "on_error")
+                 "seq", "timeout_ns", "on_error", "ctx_ready")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -80,10 +83,11 @@ class QpHw:
         self.seq = 0
         self.timeout_ns = 4096.0 * (1 << 14) * 8       # ibv timeout=14, retry_cnt=7
         self.on_error = None
+        self.ctx_ready = 0.0       # when the context fetched on the last miss arrives
 
 
 class _Msg:
-    __slots__ = ("kind", "wr", "qp", "dst_qpn", "npkts", "src", "seq", "data", "old")
+    __slots__ = ("kind", "wr", "qp", "dst_qpn", "npkts", "src", "seq", "data", "old", "wire")
 
     def __init__(self, kind, wr, qp, dst_qpn, npkts, seq) -> None:
         self.kind = kind      # 0 request, 1 response (READ/atomic), 2 ACK
@@ -94,6 +98,7 @@ class _Msg:
         self.seq = seq
         self.data = None
         self.old = 0
+        self.wire = 0
 
 
 class Rnic:
@@ -110,7 +115,7 @@ class Rnic:
         self.p = n
         self.mtu = l.mtu
         self.pkt_ovh = l.packet_overhead
-        self.pcie = Pcie(profile.pcie)
+        self.pcie = Pcie(profile.pcie, sim.env)
         self.pu_busy = [0.0] * max(1, n.processing_units)
         self.req_t = n.requester
         self.resp_t = n.responder
@@ -127,6 +132,7 @@ class Rnic:
         self.up = True
         self._next_qpn = 0
         self.ack_bytes = self.pkt_ovh + AETH
+        self.ns_per_byte_in = 8e9 / l.rate
         self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0, "msgs_tx": 0,
                          "msgs_rx": 0}
 
@@ -138,13 +144,16 @@ class Rnic:
         self.qps[qp.qpn] = qp
         return qp
 
-    def _qpc_lookup(self, qpn: int, t: float) -> float:
-        if self.qpc.access(qpn):
-            return t
+    def _qpc_lookup(self, qp: QpHw, t: float) -> float:
+        """Time [ns] the context of ``qp`` is on the NIC for work starting at ``t``."""
+        if self.qpc.access(qp.qpn):
+            return t if t > qp.ctx_ready else qp.ctx_ready
         self.counters["qpc_miss"] += 1
         if self.sim.trace.enabled:
-            self.sim.trace.emit(t, "nic.qpc_miss", self.name, qpn=qpn)
-        return self.pcie.dma_read(t, self.p.qp_context_size)
+            self.sim.trace.emit(t, "nic.qpc_miss", self.name, qpn=qp.qpn)
+        r = self.pcie.dma_read(t, self.p.qp_context_size)
+        qp.ctx_ready = r
+        return r
 
     def _translate(self, mr: MemoryRegion, offset: int, n: int, t: float) -> float:
         """Time the data access can start after translating ``[offset, offset+n)``."""
@@ -189,22 +198,27 @@ class Rnic:
                     qp.pending.extend(wrs[i:])
                     break
                 qp.rd_out += 1
-            t = self._qpc_lookup(qp.qpn, t)
+            ctx = self._qpc_lookup(qp, t)
             length = wr.length if _HAS_PAYLOAD[op] else 0
             npk = 1 if length <= self.mtu else -(-length // self.mtu)
-            t += self.req_t[CATEGORY[op]] + (npk - 1) * self.per_pkt
-            ready = t
+            svc = self.req_t[CATEGORY[op]]
+            t += svc
+            head = t if t > ctx + svc else ctx + svc
+            t += (npk - 1) * self.per_pkt
+            tail = head + (npk - 1) * self.per_pkt
             if length and not wr.inline:
                 if wr.local is not None:
-                    ready = self._translate(wr.local, wr.local_offset, length, ready)
-                ready = self.pcie.dma_read(ready, length)
-            self._send_request(qp, wr, op, length, npk, ready)
+                    head = self._translate(wr.local, wr.local_offset, length, head)
+                f, l = self.pcie.dma_read_span(head, length, self.mtu)
+                head = f if f > head else head
+                tail = l if l > tail else tail
+            self._send_request(qp, wr, op, length, npk, head, tail)
         self.pu_busy[pu] = t
         if self.stall_nic:
             pass  # stalls are applied by the atomic unit
 
     def _send_request(self, qp: QpHw, wr: WorkRequest, op: int, length: int, npk: int,
-                      ready: float) -> None:
+                      ready: float, tail: float) -> None:
         fab = self.fabric
         if qp.type == UD:
             dst_id, dst_qpn = wr.dest
@@ -219,12 +233,16 @@ class Rnic:
         wire = length + npk * self.pkt_ovh + ext
         qp.seq += 1
         msg = _Msg(0, wr, qp, dst_qpn, npk, qp.seq)
+        msg.wire = wire
         if wr.local is None and wr.data is not None and _HAS_PAYLOAD[op]:
             msg.data = wr.data
         elif wr.local is not None and _HAS_PAYLOAD[op]:
             msg.data = wr.local.read(wr.local_offset, length)
         self.counters["msgs_tx"] += 1
-        arrive = transmit(path, ready, wire)
+        if npk > 1:
+            arrive = transmit(path, ready, wire, tail, min(length, self.mtu) + self.pkt_ovh)
+        else:
+            arrive = transmit(path, ready if ready > tail else tail, wire)
         dst = fab.nics[dst_id]
         if not dst.up or not fab.path_up(path):
             if qp.type == RC:
@@ -238,7 +256,8 @@ class Rnic:
                 qp.inflight[msg.seq] = wr
         elif wr.signaled:
             # UD/UC complete locally once the message has left the NIC.
-            t_cqe = self.pcie.dma_write(path[0].busy_until, self.p.cqe_size)
+            t_sent = (ready if ready > tail else tail) + wire * self.ns_per_byte_in
+            t_cqe = self.pcie.dma_write(t_sent, self.p.cqe_size)
             self._complete(qp, wr, SUCCESS, t_cqe, length)
 
     # ----------------------------------------------------------------- responder
@@ -256,13 +275,7 @@ class Rnic:
         self.counters["msgs_rx"] += 1
         wr = msg.wr
         op = wr.opcode
-        pu = qp.pu
-        t = self.pu_busy[pu]
-        if t < now:
-            t = now
-        t = self._qpc_lookup(qp.qpn, t)
-        t += self.resp_t[CATEGORY[op]] + (msg.npkts - 1) * self.per_pkt
-        self.pu_busy[pu] = t
+        t, head = self._serve(qp, msg, self.resp_t[CATEGORY[op]], now)
         length = wr.length
         cqe = self.p.cqe_size
         if op == SEND or op == SEND_WITH_IMM:
@@ -280,7 +293,7 @@ class Rnic:
             nbytes = length + (GRH if qp.type == UD else 0)
             if recv.local is not None and msg.data is not None:
                 recv.local.write(recv.local_offset + (GRH if qp.type == UD else 0), msg.data)
-            t_vis = self.pcie.dma_write(t, nbytes) if nbytes else t
+            t_vis = self.pcie.dma_write(head, nbytes, t) if nbytes else t
             wc = WorkCompletion(recv.wr_id, SUCCESS, RECV, length, qp.qpn, wr.imm,
                                 (req_qp.nic.id, req_qp.qpn), msg.data, wr.t_post)
             self._push_cqe(qp, qp.recv_cq, wc, self.pcie.dma_write(t_vis, cqe))
@@ -296,7 +309,7 @@ class Rnic:
                 t = self._translate(mr, wr.remote_offset, length, t)
                 if msg.data is not None:
                     mr.write(wr.remote_offset, msg.data)
-            t_vis = self.pcie.dma_write(t, length) if length else t
+            t_vis = self.pcie.dma_write(head, length, t) if length else t
             if op == WRITE_WITH_IMM:
                 if qp.recvs:
                     recv = qp.recvs.popleft()
@@ -322,8 +335,14 @@ class Rnic:
         if op == READ:
             if mr is not None and wr.local is not None:
                 resp.data = mr.read(wr.remote_offset, length)
-            ready = self.pcie.dma_read(t, length) if length else t
             wire = length + resp.npkts * self.pkt_ovh + AETH
+            resp.wire = wire
+            if length:
+                f, l = self.pcie.dma_read_span(t, length, self.mtu)
+                self._reply(qp, req_qp, resp, f, wire, l, min(length, self.mtu) + self.pkt_ovh)
+            else:
+                self._reply(qp, req_qp, resp, t, wire)
+            return
         else:
             ready = self._atomic(t, (wr.rkey, wr.remote_offset))
             if mr is not None:
@@ -331,6 +350,36 @@ class Rnic:
                             else mr.faa(wr.remote_offset, wr.compare_add))
             wire = self.pkt_ovh + AETH + ATOMIC_ACK_ETH
         self._reply(qp, req_qp, resp, ready, wire)
+
+    def _serve(self, qp: QpHw, msg: _Msg, svc: float, now: float) -> tuple[float, float]:
+        """Run an arriving message through its QP's PU; return (done, head-of-data) [ns].
+
+        ``now`` is the arrival of the message's last byte; a multi-packet message started
+        arriving earlier, and its packets were processed as they came in.
+        """
+        pu = qp.pu
+        t = self.pu_busy[pu]
+        if msg.npkts > 1:
+            first = now - (msg.wire - self.mtu) * self.ns_per_byte_in
+            if t < first:
+                t = first
+            ctx = self._qpc_lookup(qp, t)
+            t += svc
+            head = t if t > ctx + svc else ctx + svc
+            t += (msg.npkts - 1) * self.per_pkt
+            self.pu_busy[pu] = t
+            done = head + (msg.npkts - 1) * self.per_pkt
+            last = now + self.per_pkt
+            if done < last:
+                done = last
+        else:
+            if t < now:
+                t = now
+            ctx = self._qpc_lookup(qp, t)
+            t += svc
+            self.pu_busy[pu] = t
+            head = done = t if t > ctx + svc else ctx + svc
+        return done, head
 
     def _atomic(self, t: float, addr) -> float:
         """Run one atomic from time ``t`` on the atomic unit; return when its result is in."""
@@ -356,11 +405,12 @@ class Rnic:
                     pb[i] = done
         return done
 
-    def _reply(self, qp: QpHw, req_qp: QpHw, resp: _Msg, ready: float, wire: int) -> None:
+    def _reply(self, qp: QpHw, req_qp: QpHw, resp: _Msg, ready: float, wire: int,
+               tail: float | None = None, last_pkt: int = 0) -> None:
         path = qp.path
         if path is None:
             path = qp.path = self.fabric.route(self.id, req_qp.nic.id)
-        arrive = transmit(path, ready, wire)
+        arrive = transmit(path, ready, wire, tail, last_pkt)
         if req_qp.nic.up and self.fabric.path_up(path):
             self.sim.call_at(arrive, req_qp.nic._rx_response, resp)
 
@@ -390,13 +440,7 @@ class Rnic:
         now = self.sim.env._now
         wr = msg.wr
         op = wr.opcode
-        pu = qp.pu
-        t = self.pu_busy[pu]
-        if t < now:
-            t = now
-        t = self._qpc_lookup(qp.qpn, t)
-        t += self.comp_t[CATEGORY[op]] + (msg.npkts - 1) * self.per_pkt
-        self.pu_busy[pu] = t
+        t, head = self._serve(qp, msg, self.comp_t[CATEGORY[op]], now)
         if msg.kind == 3:  # NAK: the QP breaks
             qp.inflight.pop(msg.seq, None)
             self._complete(qp, wr, msg.old, self.pcie.dma_write(t, self.p.cqe_size), 0)
@@ -410,7 +454,7 @@ class Rnic:
                     t = self._translate(wr.local, wr.local_offset, wr.length, t)
                     if msg.data is not None:
                         wr.local.write(wr.local_offset, msg.data)
-                t_vis = self.pcie.dma_write(t, wr.length)
+                t_vis = self.pcie.dma_write(head, wr.length, t)
             data = msg.data
         elif op == CAS or op == FAA:
             if wr.local is not None:

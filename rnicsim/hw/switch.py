@@ -14,8 +14,9 @@ from .link import LinkDir
 class Switch:
     """A switch named ``name`` with output ports created by :meth:`port`."""
 
-    def __init__(self, name: str, latency: float, buffer: int) -> None:
+    def __init__(self, name: str, latency: float, buffer: int, env=None) -> None:
         self.name = name
+        self.env = env
         self.latency = latency
         self.buffer = buffer
         self.ports: dict[str, LinkDir] = {}
@@ -25,5 +26,5 @@ class Switch:
         p = self.ports.get(to)
         if p is None:
             p = self.ports[to] = LinkDir(f"{self.name}->{to}", rate, prop, self.latency,
-                                         self.buffer)
+                                         self.buffer, self.env)
         return p

@@ -1,0 +1,405 @@
+"""Verb microbenchmarks: raw one-sided verbs and two-sided RPC, perftest-like.
+
+Covers
+    all-to-all (every node issues to every other) or client/server (the last ``servers``
+    nodes only serve); verb (``read``, ``write``, ``cas``, ``faa``, ``send`` one-way
+    messages, ``rpc`` request/reply); payload; QPs per peer; threads per node; coroutines
+    per thread; outstanding requests per coroutine; doorbell batch; signaled every k;
+    inline; dedicated or shared verbs context; page size.
+
+Scenario
+    Each thread uses NIC ``thread mod nics_per_node`` and runs an event loop: its
+    coroutines each post ``outstanding`` requests (a request is ``signal_every`` WRs on one
+    random QP, the last one signaled; ``doorbell_batch`` consecutive WRs share a doorbell),
+    then wait for their completions; a coroutine switch costs the host's
+    ``coroutine_switch``. RPCs go to the same thread index on a random peer node over one
+    UD QP per thread (or RC QPs, or RC WRITE-with-IMM); the peer's event loop runs the
+    handler (``rpc_handler``) and posts the reply; the 4-byte immediate carries the header,
+    so the payload is all user data. Over UD, all sends one loop iteration produces
+    (replies and new requests) share doorbells of up to ``doorbell_batch`` WQEs, as in
+    FaSST and DrTM+H (one UD QP per thread makes that possible).
+
+Metrics
+    ``throughput_mops`` (operations completed per issuing machine [M/s]),
+    ``throughput_mops_total``, ``bandwidth_gbps`` (payload per issuing machine),
+    ``lat_p50_us``/``lat_p90_us``/``lat_p99_us``/``lat_p999_us`` (posting to completion of
+    signaled requests), ``qpc_miss_rate``, ``cpu_util`` (issuing threads' cores).
+
+This module uses only :mod:`rnicsim.verbs` and the cluster builder, never ``rnicsim.hw``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rnicsim.cluster import Cluster
+from rnicsim.sim import Simulation
+from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM,
+                           Context, WorkRequest)
+
+VERBS = ("read", "write", "cas", "faa", "send", "rpc")
+_OP = {"read": READ, "write": WRITE, "cas": CAS, "faa": FAA}
+
+
+@dataclass
+class MicrobenchSpec:
+    """One microbenchmark point. Sizes in bytes, times in ns."""
+
+    verb: str = "read"
+    payload: int = 64
+    transport: str = "rc"          # rpc/send: ud | rc | write_imm ; write also: uc
+    rpc_direction: str = "read"    # rpc: which leg carries the payload (read: the reply)
+    mode: str = "all_to_all"       # or client_server
+    servers: int = 1
+    qps_per_peer: int = 1
+    threads: int = 1
+    coroutines: int = 1
+    outstanding: int = 1
+    doorbell_batch: int = 1
+    signal_every: int = 1
+    inline: bool | None = None     # None: inline when the payload fits max_inline
+    shared_context: bool = False
+    page_size: int = 2 * 1024 * 1024
+    region: int = 64 * 1024 * 1024
+    rpc_handler: float = 0.0
+    recv_depth: int = 256
+
+    def check(self) -> None:
+        """Raise ValueError naming the field when the spec is impossible."""
+        if self.verb not in VERBS:
+            raise ValueError(f"verb: expected one of {', '.join(VERBS)}, got {self.verb!r}")
+        if self.verb in ("rpc", "send") and self.transport not in ("ud", "rc", "write_imm"):
+            raise ValueError("transport: rpc/send use ud, rc or write_imm")
+        if self.verb in ("read", "cas", "faa") and self.transport != "rc":
+            raise ValueError(f"transport: {self.verb} needs rc")
+        if self.verb == "write" and self.transport not in ("rc", "uc"):
+            raise ValueError("transport: write uses rc or uc")
+        if self.mode not in ("all_to_all", "client_server"):
+            raise ValueError("mode: expected all_to_all or client_server")
+        for k in ("qps_per_peer", "threads", "coroutines", "outstanding", "doorbell_batch",
+                  "signal_every", "servers"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k}: expected a whole number >= 1")
+        if self.payload < 0:
+            raise ValueError("payload: expected >= 0 bytes")
+        if self.verb in ("cas", "faa") and self.payload != 8:
+            raise ValueError("payload: atomics are 8 bytes")
+        if self.payload > self.region:
+            raise ValueError("payload: larger than the registered region")
+
+
+@dataclass
+class _ThreadState:
+    node: int
+    index: int
+    ctx: Any
+    cq: Any
+    thread: Any
+    targets: list = field(default_factory=list)    # [(qp, rkey, region_len)]
+    ud: Any = None
+    rpc_qps: dict = field(default_factory=dict)    # peer node -> qp (RC rpc)
+    unsig: dict = field(default_factory=dict)
+
+
+class Microbench:
+    """Builds the cluster's QPs for ``spec`` and runs the measured window."""
+
+    def __init__(self, sim: Simulation, cluster: Cluster, spec: MicrobenchSpec) -> None:
+        spec.check()
+        self.sim = sim
+        self.cluster = cluster
+        self.spec = spec
+        self.n = len(cluster.nodes)
+        if spec.mode == "client_server" and spec.servers >= self.n:
+            raise ValueError("servers: must leave at least one client node")
+        self.servers = set(range(self.n - spec.servers, self.n)) \
+            if spec.mode == "client_server" else set()
+        self.clients = [n for n in range(self.n) if n not in self.servers]
+        self.nics = len(cluster.nodes[0].nics)
+        self.ops = 0
+        self.bytes = 0
+        self.threads: dict[tuple[int, int], _ThreadState] = {}
+        self._build()
+
+    # ------------------------------------------------------------------ set-up
+    def _ctx(self, node: int, idx: int, shared: dict) -> Context:
+        nic = idx % self.nics
+        th = self.cluster.nodes[node].thread(idx)
+        if self.spec.shared_context:
+            key = (node, nic)
+            if key not in shared:
+                shared[key] = Context(self.cluster, node, nic, th)
+            return shared[key]
+        return Context(self.cluster, node, nic, th)
+
+    def _build(self) -> None:
+        sp, cl = self.spec, self.cluster
+        shared: dict = {}
+        mrs = {}
+        for node in range(self.n):
+            ctx0 = Context(cl, node, 0)
+            mrs[node] = ctx0.reg_mr(sp.region, sp.page_size, name="microbench")
+        self.mrs = mrs
+        for node in range(self.n):
+            for i in range(sp.threads):
+                ctx = self._ctx(node, i, shared)
+                th = cl.nodes[node].thread(i)
+                cq = ctx.create_cq(th)
+                self.threads[(node, i)] = _ThreadState(node, i, ctx, cq, th)
+        one_sided = sp.verb in _OP
+        ud = sp.verb in ("rpc", "send") and sp.transport == "ud"
+        # A UD receive queue must hold every request peers can have in flight towards this
+        # thread plus its own replies; otherwise messages are dropped (UD has no RNR).
+        in_flight = sp.coroutines * sp.outstanding
+        depth = max(sp.recv_depth, 2 * in_flight * self.n)
+        for (node, i), ts in self.threads.items():
+            if ud:
+                ts.ud = ts.ctx.create_qp("UD", ts.cq, thread=ts.thread)
+                self._post_recvs(ts.ud, depth)
+        if ud:
+            return
+        qtype = "UC" if sp.transport == "uc" else "RC"
+        for node in self.clients if sp.mode == "client_server" else range(self.n):
+            peers = sorted(self.servers) if sp.mode == "client_server" else \
+                [m for m in range(self.n) if m != node]
+            for i in range(sp.threads):
+                ts = self.threads[(node, i)]
+                for m in peers:
+                    rs = self.threads[(m, i)]
+                    for _ in range(sp.qps_per_peer):
+                        a = ts.ctx.create_qp(qtype, ts.cq, thread=ts.thread)
+                        b = rs.ctx.create_qp(qtype, rs.cq, thread=rs.thread)
+                        a.connect(b)
+                        if one_sided:
+                            ts.targets.append((a, mrs[m].rkey))
+                        else:
+                            ts.targets.append((a, m))
+                            self._post_recvs(a, 2 * in_flight)
+                            self._post_recvs(b, 2 * in_flight)
+                            rs.rpc_qps.setdefault((node, "srv"), []).append(b)
+
+    def _post_recvs(self, qp, n: int) -> None:
+        qp.post_recv([WorkRequest(RECV, self.spec.payload) for _ in range(n)])
+
+    # ------------------------------------------------------------------ run
+    def start(self) -> None:
+        """Start every thread's event loop (call before running the simulation)."""
+        sp = self.spec
+        for (node, i), ts in self.threads.items():
+            issuing = node in self.clients
+            if sp.verb in _OP:
+                if issuing:
+                    self.sim.process(self._one_sided_loop(ts))
+            else:
+                self.sim.process(self._rpc_loop(ts, issuing))
+
+    def _inline(self, ctx) -> bool:
+        sp = self.spec
+        if sp.inline is None:
+            return sp.verb in ("write", "send", "rpc") and sp.payload <= ctx.max_inline
+        return bool(sp.inline) and sp.payload <= ctx.max_inline
+
+    def _one_sided_loop(self, ts: _ThreadState):
+        sp, sim = self.spec, self.sim
+        op = _OP[sp.verb]
+        rng = sim.rng(f"microbench/n{ts.node}/t{ts.index}")
+        ntg = len(ts.targets)
+        slots = max(1, (sp.region - sp.payload) // max(sp.payload, 64))
+        inline = self._inline(ts.ctx) and op == WRITE
+        k = sp.signal_every if op == WRITE else 1
+        remaining = [0] * sp.coroutines
+        switch = ts.thread.host.coroutine_switch
+        buf_t = rng.integers(0, ntg, 4096)
+        buf_o = rng.integers(0, slots, 4096)
+        pos = [0]
+
+        def draw():
+            p = pos[0]
+            if p >= 4096:
+                buf_t[:] = rng.integers(0, ntg, 4096)
+                buf_o[:] = rng.integers(0, slots, 4096)
+                p = 0
+            pos[0] = p + 1
+            return int(buf_t[p]), int(buf_o[p]) * max(sp.payload, 64)
+
+        def issue(c: int) -> None:
+            remaining[c] = sp.outstanding
+            for _ in range(sp.outstanding):
+                ti, off = draw()
+                qp, rkey = ts.targets[ti]
+                wrs = [WorkRequest(op, sp.payload, (c, k), j == k - 1, inline, None, 0, rkey,
+                                   off, None, 0, 1) for j in range(k)]
+                for s in range(0, k, sp.doorbell_batch):
+                    qp.post_send(wrs[s:s + sp.doorbell_batch])
+
+        for c in range(sp.coroutines):
+            issue(c)
+        stats = sim.stats
+        while True:
+            wcs = yield ts.cq.wait()
+            now = sim.env._now
+            measuring = sim.measuring
+            for wc in wcs:
+                c, covered = wc.wr_id
+                if measuring:
+                    self.ops += covered
+                    stats.hist("lat").add(now - wc.t_post)
+                remaining[c] -= 1
+                if remaining[c] == 0:
+                    ts.thread.reserve(now, switch)
+                    issue(c)
+
+    def _rpc_loop(self, ts: _ThreadState, issuing: bool):
+        """Event loop of a thread that issues RPCs (clients) and serves them (everyone)."""
+        sp, sim = self.spec, self.sim
+        rng = sim.rng(f"microbench/n{ts.node}/t{ts.index}")
+        send_verb = sp.verb == "send"
+        req_len = sp.payload if (sp.rpc_direction == "write" or send_verb) else 0
+        rep_len = sp.payload if (sp.rpc_direction == "read" and not send_verb) else 0
+        peers = sorted(self.servers) if sp.mode == "client_server" else \
+            [m for m in range(self.n) if m != ts.node]
+        op = WRITE_WITH_IMM if sp.transport == "write_imm" else SEND_WITH_IMM
+        max_inl = ts.ctx.max_inline
+        remaining = [0] * sp.coroutines
+        switch = ts.thread.host.coroutine_switch
+        consumed = {}
+        sends = [0]
+        by_peer = {}
+        for qp, m in ts.targets:
+            by_peer.setdefault(m, []).append(qp)
+
+        def sigbit() -> bool:
+            sends[0] += 1
+            return sends[0] % 16 == 0
+
+        out: list = []   # UD sends of this loop iteration: one doorbell per batch
+
+        def flush() -> None:
+            b = sp.doorbell_batch
+            for s0 in range(0, len(out), b):
+                ts.ud.post_send(out[s0:s0 + b])
+            out.clear()
+
+        t_issue = [0.0] * sp.coroutines
+
+        def issue(c: int) -> None:
+            remaining[c] = sp.outstanding
+            t_issue[c] = sim.env._now
+            for j in range(sp.outstanding):
+                m = peers[int(rng.integers(0, len(peers)))]
+                imm = (c << 1)  # request: low bit 0
+                wr = WorkRequest(op, req_len, ("s", 0), sigbit(), req_len <= max_inl,
+                                 None, 0, None, 0, imm)
+                if ts.ud is not None:
+                    wr.dest = self.threads[(m, ts.index)].ud.address
+                    out.append(wr)
+                else:
+                    qps = by_peer[m]
+                    qps[int(rng.integers(0, len(qps)))].post_send([wr])
+
+        if issuing:
+            for c in range(sp.coroutines):
+                issue(c)
+            if out:
+                flush()
+        handler = sp.rpc_handler
+        while True:
+            wcs = yield ts.cq.wait()
+            now = sim.env._now
+            for wc in wcs:
+                if wc.opcode != RECV:
+                    continue  # a signaled send completing: its slot is reclaimed
+                qpn = wc.qp_num
+                consumed[qpn] = consumed.get(qpn, 0) + 1
+                imm = wc.imm
+                if send_verb or not imm & 1:
+                    # A request (or a one-way message): serve it.
+                    if send_verb:
+                        if sim.measuring:
+                            self.ops += 1
+                        continue
+                    if handler:
+                        ts.thread.reserve(now, handler)
+                    rep = WorkRequest(op, rep_len, ("s", 0), sigbit(), rep_len <= max_inl,
+                                      None, 0, None, 0, imm | 1)
+                    if ts.ud is not None:
+                        rep.dest = wc.src
+                        out.append(rep)
+                    else:
+                        self._reply_qp(ts, wc).post_send([rep])
+                else:
+                    c = imm >> 1
+                    if sim.measuring:
+                        self.ops += 1
+                        sim.stats.hist("lat").add(now - t_issue[c])
+                    remaining[c] -= 1
+                    if remaining[c] == 0:
+                        ts.thread.reserve(now, switch)
+                        issue(c)
+            if out:
+                flush()
+            for qpn, n in list(consumed.items()):
+                if n >= 8:
+                    qp = self._qp_by_num(ts, qpn)
+                    qp.post_recv([WorkRequest(RECV, sp.payload) for _ in range(n)])
+                    consumed[qpn] = 0
+
+    def _qp_by_num(self, ts: _ThreadState, qpn: int):
+        cache = ts.unsig
+        qp = cache.get(qpn)
+        if qp is None:
+            if ts.ud is not None and ts.ud.qp_num == qpn:
+                qp = ts.ud
+            else:
+                for qps in ts.rpc_qps.values():
+                    for q in qps:
+                        cache[q.qp_num] = q
+                for q, _m in ts.targets:
+                    cache[q.qp_num] = q
+                qp = cache[qpn]
+            cache[qpn] = qp
+        return qp
+
+    def _reply_qp(self, ts: _ThreadState, wc):
+        return self._qp_by_num(ts, wc.qp_num)
+
+    # ------------------------------------------------------------------ results
+    def results(self, window_ns: float) -> dict[str, float]:
+        """Metrics of the measured window (see module doc)."""
+        sp = self.spec
+        issuing = len(self.clients)
+        h = self.sim.stats.hist("lat").summary()
+        total = self.ops / window_ns * 1e3  # ops/ns -> M ops/s
+        acc = miss = 0
+        for nic in self.cluster.nics:
+            c = nic.qpc
+            acc += c.hits + c.misses
+            miss += c.misses
+        busy = [self.cluster.nodes[n].thread(i).core for n in self.clients
+                for i in range(sp.threads)]
+        cores = {id(c): c for c in busy}.values()
+        return {
+            "throughput_mops": total / issuing,
+            "throughput_mops_total": total,
+            "bandwidth_gbps": total / issuing * sp.payload * 8 / 1e3,
+            "lat_p50_us": h["p50"] / 1e3,
+            "lat_p90_us": h["p90"] / 1e3,
+            "lat_p99_us": h["p99"] / 1e3,
+            "lat_p999_us": h["p999"] / 1e3,
+            "qpc_miss_rate": miss / acc if acc else 0.0,
+            "cpu_util": min(1.0, sum(c.busy_ns for c in cores) / max(1, len(cores))
+                            / self.sim.now) if self.sim.now else 0.0,
+        }
+
+
+def run_microbench(profile, spec: MicrobenchSpec, nodes: int = 2, nics_per_node: int = 1,
+                   topology: dict | None = None, seed: int = 1, warmup_ns: float = 20_000,
+                   measure_ns: float = 50_000) -> dict[str, float]:
+    """Build a cluster, run ``spec`` for ``warmup_ns`` + ``measure_ns`` and return metrics."""
+    sim = Simulation(seed)
+    cluster = Cluster(sim, profile, nodes, nics_per_node, topology=topology)
+    mb = Microbench(sim, cluster, spec)
+    sim.measure(warmup_ns, measure_ns)
+    mb.start()
+    sim.run(until=warmup_ns + measure_ns)
+    return mb.results(measure_ns)
