@@ -33,12 +33,12 @@ from .hw.cq import Cq
 from .hw.host import CpuThread as Thread
 from .hw.memory import MemoryRegion
 from .hw.rnic import RC, UC, UD, QpHw
-from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, SEND, SEND_WITH_IMM, STATUS_NAMES,
+from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, RECV_RDMA_WITH_IMM, SEND, SEND_WITH_IMM, STATUS_NAMES,
                      SUCCESS, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
 
 __all__ = ["Context", "CompletionQueue", "QueuePair", "MemoryRegion", "WorkRequest",
            "WorkCompletion", "Thread", "SEND", "SEND_WITH_IMM", "WRITE", "WRITE_WITH_IMM",
-           "READ", "CAS", "FAA", "RECV", "SUCCESS", "RC", "UC", "UD", "OPCODE_NAMES",
+           "READ", "CAS", "FAA", "RECV", "RECV_RDMA_WITH_IMM", "SUCCESS", "RC", "UC", "UD", "OPCODE_NAMES",
            "STATUS_NAMES"]
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation
-from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM,
+from rnicsim.verbs import (CAS, FAA, READ, RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM,
                            Context, WorkRequest)
 
 VERBS = ("read", "write", "cas", "faa", "send", "rpc")
@@ -307,7 +307,7 @@ class Microbench:
             wcs = yield ts.cq.wait()
             now = sim.env._now
             for wc in wcs:
-                if wc.opcode != RECV:
+                if wc.opcode != RECV and wc.opcode != RECV_RDMA_WITH_IMM:
                     continue  # a signaled send completing: its slot is reclaimed
                 qpn = wc.qp_num
                 consumed[qpn] = consumed.get(qpn, 0) + 1

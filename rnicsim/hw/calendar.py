@@ -19,13 +19,14 @@ from bisect import bisect_right
 class Calendar:
     """Busy intervals of one pipe; :meth:`reserve` books the first gap that fits."""
 
-    __slots__ = ("starts", "ends", "busy_ns", "env")
+    __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at")
 
     def __init__(self, env=None) -> None:
         self.starts: list[float] = []
         self.ends: list[float] = []
         self.busy_ns = 0.0
         self.env = env          # the SimPy environment, for pruning (optional)
+        self._prune_at = 64     # prune when the interval list grows past this
 
     @property
     def busy_until(self) -> float:
@@ -45,9 +46,10 @@ class Calendar:
                 starts.append(t)
                 ends.append(t + dur)
             return t
-        if n > 48 and self.env is not None:
+        if n > self._prune_at and self.env is not None:
             self.prune(self.env._now)
             n = len(ends)
+            self._prune_at = max(64, 2 * n)
         i = bisect_right(ends, t)
         cand = t
         while i < n and starts[i] < cand + dur:
@@ -78,8 +80,9 @@ class Calendar:
         if not ends or t >= ends[-1] or dur <= chunk:
             s0 = self.reserve(t, dur)
             return s0, s0 + dur
-        if len(ends) > 48 and self.env is not None:
+        if len(ends) > self._prune_at and self.env is not None:
             self.prune(self.env._now)
+            self._prune_at = max(64, 2 * len(ends))
         starts = self.starts
         self.busy_ns += dur
         i = bisect_right(ends, t)

@@ -5,6 +5,8 @@ thread either takes what is visible now (``take``) or waits (``wait``). A waitin
 notices a completion after ``poll_detect`` (busy polling) or ``interrupt_latency``
 (interrupt mode) and then pays CPU for the poll call, each CQE and, with interrupts, the
 interrupt and wake-up. Several completions visible at once are taken by one wake-up.
+One scheduled event per wake-up: the waiting thread is idle, so its core is free from the
+wake time on and the poll's CPU is booked then.
 Invariant: each pushed completion is returned by ``take``/``wait`` exactly once.
 """
 from __future__ import annotations
@@ -16,8 +18,7 @@ from simpy.events import NORMAL
 class Cq:
     """A completion queue of one NIC; ``mode`` is ``"poll"`` or ``"interrupt"``."""
 
-    __slots__ = ("sim", "name", "host", "_heap", "_seq", "_waiter", "_gen", "mode",
-                 "pushed", "taken")
+    __slots__ = ("sim", "name", "host", "_heap", "_seq", "_waiter", "mode", "pushed", "taken")
 
     def __init__(self, sim, name: str, host) -> None:
         self.sim = sim
@@ -25,8 +26,7 @@ class Cq:
         self.host = host
         self._heap: list = []
         self._seq = 0
-        self._waiter = None
-        self._gen = 0
+        self._waiter = None      # (event, thread, max_n, armed)
         self.mode = "poll"
         self.pushed = 0
         self.taken = 0
@@ -36,14 +36,27 @@ class Cq:
         self._seq += 1
         heappush(self._heap, (t_visible, self._seq, wc))
         self.pushed += 1
-        if self._waiter is not None and self._heap[0][2] is wc:
+        w = self._waiter
+        if w is not None and not w[3]:
             self._arm(t_visible)
 
     def _arm(self, t_visible: float) -> None:
+        # The waiter's own event goes on the heap at the wake-up time; its first callback
+        # (_fill) takes the completions then. One heap entry per wake-up.
+        ev, thread, max_n, _ = self._waiter
+        self._waiter = (ev, thread, max_n, True)
         h = self.host
-        delay = h.interrupt_latency if self.mode == "interrupt" else h.poll_detect
-        self._gen += 1
-        self.sim.call_at(max(t_visible + delay, self.sim.now), self._wake, self._gen)
+        t = t_visible + (h.interrupt_latency if self.mode == "interrupt" else h.poll_detect)
+        busy = thread.core.busy_until
+        if t < busy:
+            t = busy        # the thread finishes the work it booked before it polls again
+        env = self.sim.env
+        if t < env._now:
+            t = env._now
+        ev._ok = True
+        ev._value = None
+        ev.callbacks.insert(0, self._fill)   # before the waiting process resumes
+        heappush(env._queue, (t, NORMAL, next(env._eid), ev))
 
     def take(self, max_n: int = 1 << 30) -> list:
         """Software side: remove and return up to ``max_n`` completions visible now."""
@@ -63,40 +76,24 @@ class Cq:
     def wait(self, thread, max_n: int = 1 << 30):
         """A SimPy event whose value is a non-empty list of completions.
 
-        The calling ``thread`` is charged the poll (and interrupt) CPU; the event fires
-        when that CPU work is done.
+        The calling ``thread`` is charged the poll (and interrupt) CPU when it takes them.
         """
-        ev = self.sim.env.event()
         if self._waiter is not None:
             raise RuntimeError(f"{self.name}: two waiters on one completion queue")
-        self._waiter = (ev, thread, max_n)
+        ev = self.sim.env.event()
+        self._waiter = (ev, thread, max_n, False)
         if self._heap:
-            t0 = self._heap[0][0]
-            if t0 <= self.sim.now:
-                self._deliver()
-            else:
-                self._arm(t0)
+            self._arm(self._heap[0][0])
         return ev
 
-    def _wake(self, gen: int) -> None:
-        if gen != self._gen or self._waiter is None:
-            return  # superseded by an earlier wake-up
-        self._deliver()
-
-    def _deliver(self) -> None:
-        ev, thread, max_n = self._waiter
-        wcs = self.take(max_n)
-        if not wcs:
-            if self._heap:
-                self._arm(self._heap[0][0])
-            return
+    def _fill(self, ev) -> None:
+        _, thread, max_n, _ = self._waiter
         self._waiter = None
+        wcs = self.take(max_n)
+        # Armed at the earliest visible time, so at least one completion is visible.
         h = self.host
         cpu = h.poll_cq + len(wcs) * h.cqe_handle
         if self.mode == "interrupt":
             cpu += h.interrupt_cpu
-        env = self.sim.env
-        end = thread.reserve(env._now, cpu)
-        ev._ok = True
+        thread.reserve(self.sim.env._now, cpu)
         ev._value = wcs
-        env.schedule(ev, NORMAL, end - env._now)

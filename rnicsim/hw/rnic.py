@@ -46,7 +46,7 @@ from .link import transmit
 from .memory import MemoryRegion
 from .pcie import Pcie
 from .wqe import (AETH, ATOMIC_ACK_ETH, ATOMIC_ETH, CAS, CATEGORY, DETH, FAA, GRH, IMMDT,
-                  READ, RECV, REM_ACCESS_ERR, RETH, RETRY_EXC_ERR, SEND, SEND_WITH_IMM,
+                  READ, RECV, RECV_RDMA_WITH_IMM, REM_ACCESS_ERR, RETH, RETRY_EXC_ERR, SEND, SEND_WITH_IMM,
                   SUCCESS, WR_FLUSH_ERR, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
 
 RC, UC, UD = "RC", "UC", "UD"
@@ -313,7 +313,7 @@ class Rnic:
             if op == WRITE_WITH_IMM:
                 if qp.recvs:
                     recv = qp.recvs.popleft()
-                    wc = WorkCompletion(recv.wr_id, SUCCESS, WRITE_WITH_IMM, length, qp.qpn,
+                    wc = WorkCompletion(recv.wr_id, SUCCESS, RECV_RDMA_WITH_IMM, length, qp.qpn,
                                         wr.imm, (req_qp.nic.id, req_qp.qpn), None, wr.t_post)
                     self._push_cqe(qp, qp.recv_cq, wc, self.pcie.dma_write(t_vis, cqe))
                 elif qp.type == RC:

@@ -5,10 +5,10 @@ profile (send, write, read, atomic).
 """
 from __future__ import annotations
 
-SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, READ, CAS, FAA, RECV = range(8)
+SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, READ, CAS, FAA, RECV, RECV_RDMA_WITH_IMM = range(9)
 OPCODE_NAMES = ("SEND", "SEND_WITH_IMM", "WRITE", "WRITE_WITH_IMM", "READ", "CAS", "FAA",
-                "RECV")
-CATEGORY = ("send", "send", "write", "write", "read", "atomic", "atomic", "send")
+                "RECV", "RECV_RDMA_WITH_IMM")
+CATEGORY = ("send", "send", "write", "write", "read", "atomic", "atomic", "send", "write")
 CARRIES_PAYLOAD = (True, True, True, True, False, False, False, False)
 NEEDS_RD_SLOT = (False, False, False, False, True, True, True, False)
 
