@@ -128,6 +128,26 @@ class Context:
         self._nqp += 1
         return QueuePair(self, hw, th, uar)
 
+    def poll_memory(self, mr: MemoryRegion, offset: int, thread: Thread | None = None):
+        """An event fired when a remote WRITE covering ``mr[offset]`` lands and a thread
+        spinning on that location sees it (``poll_detect`` later); the spin's CPU is booked
+        on ``thread`` (default: the context's thread). The value is the landing time [ns].
+        """
+        th = thread or self.thread
+        ev = self.sim.event()
+        detect = self.host.poll_detect
+
+        def landed(t: float) -> None:
+            def fire() -> None:
+                end = th.reserve(self.sim.now, detect)
+                ev._ok = True
+                ev._value = t
+                self.sim.env.schedule(ev, delay=end - self.sim.now)
+            self.sim.call_at(max(t, self.sim.now), fire)
+
+        mr.watch.setdefault(offset, []).append(landed)
+        return ev
+
     def reg_mr(self, length: int, page_size: int = 2 * 1024 * 1024,
                name: str = "") -> MemoryRegion:
         """Register ``length`` bytes of host memory with pages of ``page_size`` bytes."""

@@ -13,7 +13,7 @@ CHUNK = 4096
 class MemoryRegion:
     """A registered region: ``length`` [B], ``page_size`` [B], ``rkey``/``lkey``."""
 
-    __slots__ = ("node", "length", "page_size", "rkey", "lkey", "_chunks", "name")
+    __slots__ = ("node", "length", "page_size", "rkey", "lkey", "_chunks", "name", "watch")
 
     def __init__(self, node: int, length: int, page_size: int, key: int, name: str = "") -> None:
         if length <= 0:
@@ -27,6 +27,14 @@ class MemoryRegion:
         self.lkey = key
         self.name = name
         self._chunks: dict[int, bytearray] = {}
+        self.watch: dict[int, list] = {}    # offset -> callbacks(t_landed) (memory polling)
+
+    def landed(self, offset: int, n: int, t: float) -> None:
+        """A DMA write of ``[offset, offset+n)`` becomes visible at ``t``: tell watchers."""
+        hit = [o for o in self.watch if offset <= o < offset + max(n, 1)]
+        for o in hit:
+            for cb in self.watch.pop(o):
+                cb(t)
 
     def check(self, offset: int, n: int) -> bool:
         """True when ``[offset, offset+n)`` lies inside the region."""

@@ -20,7 +20,9 @@ Scope
     - Translation (MTT) cache (LRU, ``mtt_cache_entries``) keyed by page: a miss delays the
       data access by a PCIe read of ``mtt_entry_size``; 2 MiB pages need 512x fewer entries.
     - Atomic unit: ``atomic_units`` in flight, per-address order, each doing a PCIe
-      read-modify-write; ``stall_nic`` mode (ConnectX-3) also holds every PU meanwhile.
+      read-modify-write (the unit is held for the read and ``atomic_service``; the
+      response waits for the write-back to land); ``stall_nic`` mode (ConnectX-3) also
+      holds every PU while the unit works.
     - Inline payloads travel in the WQE; others are fetched by a DMA read. CQEs are written
       only for signaled WQEs. ``max_rd_atomic`` READ/atomics may be outstanding per QP.
     - Transports: RC (responses/ACKs, in-order completion, a dead peer breaks the QP after
@@ -296,7 +298,7 @@ class Rnic:
             t_vis = self.pcie.dma_write(head, nbytes, t) if nbytes else t
             wc = WorkCompletion(recv.wr_id, SUCCESS, RECV, length, qp.qpn, wr.imm,
                                 (req_qp.nic.id, req_qp.qpn), msg.data, wr.t_post)
-            self._push_cqe(qp, qp.recv_cq, wc, self.pcie.dma_write(t_vis, cqe))
+            self._push_cqe(qp, qp.recv_cq, wc, self._cqe_after(t, t_vis))
             if qp.type == RC:
                 self._ack(qp, msg, t)
             return
@@ -310,12 +312,14 @@ class Rnic:
                 if msg.data is not None:
                     mr.write(wr.remote_offset, msg.data)
             t_vis = self.pcie.dma_write(head, length, t) if length else t
+            if mr is not None and mr.watch:
+                mr.landed(wr.remote_offset, length, t_vis)
             if op == WRITE_WITH_IMM:
                 if qp.recvs:
                     recv = qp.recvs.popleft()
                     wc = WorkCompletion(recv.wr_id, SUCCESS, RECV_RDMA_WITH_IMM, length, qp.qpn,
                                         wr.imm, (req_qp.nic.id, req_qp.qpn), None, wr.t_post)
-                    self._push_cqe(qp, qp.recv_cq, wc, self.pcie.dma_write(t_vis, cqe))
+                    self._push_cqe(qp, qp.recv_cq, wc, self._cqe_after(t, t_vis))
                 elif qp.type == RC:
                     self.counters["rnr"] += 1
                     sim.call_at(t + 20480.0, self._rx_request, msg)
@@ -390,7 +394,10 @@ class Rnic:
         if prev is not None and prev > start:
             start = prev  # same address: strictly one after another
         done = self.pcie.dma_read(start, 8) + self.p.atomic_service
-        self.pcie.dma_write(done, 8)
+        # The unit is free once it has the old value and issued the write-back; the
+        # response leaves when the write-back has landed, so the requester never learns the
+        # old value before the new one is visible to others.
+        landed = self.pcie.dma_write(done, 8)
         busy[slot] = done
         aa = self.atomic_addr
         aa[addr] = done
@@ -403,7 +410,7 @@ class Rnic:
             for i in range(len(pb)):
                 if pb[i] < done:
                     pb[i] = done
-        return done
+        return landed
 
     def _reply(self, qp: QpHw, req_qp: QpHw, resp: _Msg, ready: float, wire: int,
                tail: float | None = None, last_pkt: int = 0) -> None:
@@ -465,12 +472,20 @@ class Rnic:
             qp.rd_out -= 1
         if wr.signaled:
             qp.inflight.pop(msg.seq, None)
-            self._complete(qp, wr, SUCCESS, self.pcie.dma_write(t_vis, self.p.cqe_size),
-                           wr.length, data)
+            self._complete(qp, wr, SUCCESS, self._cqe_after(t, t_vis), wr.length, data)
         if qp.pending and qp.rd_out < self.max_rd:
             pend = list(qp.pending)
             qp.pending.clear()
             self._run_sq(qp, pend, 0)
+
+    def _cqe_after(self, t_nic: float, t_vis: float) -> float:
+        """Visible time of a CQE the NIC writes right after data that lands at ``t_vis``.
+
+        Posted writes stay in order on PCIe, so the CQE is issued once the data write has
+        been issued (``t_vis`` minus the one-way latency), not once it has landed.
+        """
+        t = t_vis - self.pcie.lat
+        return self.pcie.dma_write(t if t > t_nic else t_nic, self.p.cqe_size)
 
     def _complete(self, qp: QpHw, wr: WorkRequest, status: int, t_cqe: float, nbytes: int,
                   data=None) -> None:

@@ -1,0 +1,406 @@
+"""``rnicsim perftest``: perftest's latency and bandwidth tools on two simulated hosts.
+
+The same experiment a user runs on hardware, with perftest's tool names, flags and table
+format, so the two outputs can be laid side by side. Two hosts, one NIC each, one switch.
+
+Tools: ib_read_lat, ib_write_lat, ib_send_lat, ib_atomic_lat, ib_read_bw, ib_write_bw,
+ib_send_bw, ib_atomic_bw. Flags: ``-s SIZE``, ``-a`` (all sizes 2..8 MiB), ``-n ITERS``,
+``-q QPS``, ``-t TX_DEPTH``, ``-l POST_LIST``, ``-c RC|UC|UD``, ``-I INLINE``, ``-m MTU``,
+``-Q CQ_MOD``, ``-o OUTSTANDING_READS``, ``-A CMP_AND_SWAP|FETCH_AND_ADD``,
+``--report_gbits``, plus ``--nic PROFILE`` (name or YAML path, default cx4-edr),
+``--set section.param=value`` (profile override), ``--seed N`` and ``--out FILE``.
+
+Semantics as perftest's: ``*_lat`` of SEND and WRITE report half a ping-pong round trip
+(WRITE polls the landing buffer in memory, SEND polls the receive queue); READ and ATOMIC
+report the full round trip of each operation; ``t_typical`` is the median. ``*_bw`` keep
+``tx_depth`` WRs in flight per QP, signal one WR in ``cq_mod``, post ``post_list`` WRs per
+doorbell, and report the average over all iterations (BW peak: the best of the CQ-moderation
+windows); MB is 2^20 bytes, Gb/s is 10^9 bit/s.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import numpy as np
+
+from rnicsim.cluster import Cluster
+from rnicsim.errors import InputError
+from rnicsim.profile import load_profile
+from rnicsim.sim import Simulation
+from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND, WRITE, Context, WorkRequest)
+
+TOOLS = ("ib_read_lat", "ib_write_lat", "ib_send_lat", "ib_atomic_lat",
+         "ib_read_bw", "ib_write_bw", "ib_send_bw", "ib_atomic_bw")
+TITLES = {
+    "ib_read_lat": "RDMA_Read Latency Test", "ib_write_lat": "RDMA_Write Latency Test",
+    "ib_send_lat": "Send Latency Test", "ib_atomic_lat": "Atomic {} Latency Test",
+    "ib_read_bw": "RDMA_Read BW Test", "ib_write_bw": "RDMA_Write BW Test",
+    "ib_send_bw": "Send BW Test", "ib_atomic_bw": "Atomic {} BW Test",
+}
+SEP = "-" * 87
+
+
+@dataclass
+class PerftestArgs:
+    """Parsed perftest flags (defaults as perftest's)."""
+
+    tool: str
+    size: int = 2
+    all_sizes: bool = False
+    iters: int | None = None
+    qps: int = 1
+    tx_depth: int | None = None
+    post_list: int = 1
+    conn: str = "RC"
+    inline: int | None = None
+    mtu: int | None = None
+    cq_mod: int = 100
+    outstanding: int | None = None
+    atomic: str = "FETCH_AND_ADD"
+    gbits: bool = False
+    nic: str = "cx4-edr"
+    seed: int = 1
+    out: str | None = None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would exit(2) with a usage dump
+        raise InputError("command line", "perftest", message)
+
+
+def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
+    """Parse ``rnicsim perftest`` arguments; raises InputError on bad flags."""
+    ap = _Parser(prog="rnicsim perftest", description="perftest on two simulated hosts")
+    ap.add_argument("tool", choices=TOOLS)
+    ap.add_argument("server", nargs="?", help="ignored (perftest's server address)")
+    ap.add_argument("-s", "--size", type=int, default=None)
+    ap.add_argument("-a", "--all", action="store_true")
+    ap.add_argument("-n", "--iters", type=int)
+    ap.add_argument("-q", "--qp", type=int, default=1)
+    ap.add_argument("-t", "--tx-depth", type=int)
+    ap.add_argument("-l", "--post_list", type=int, default=1)
+    ap.add_argument("-c", "--connection", default="RC", choices=["RC", "UC", "UD"])
+    ap.add_argument("-I", "--inline_size", type=int)
+    ap.add_argument("-m", "--mtu", type=int, choices=[256, 512, 1024, 2048, 4096])
+    ap.add_argument("-Q", "--cq-mod", type=int, default=100)
+    ap.add_argument("-o", "--outs", type=int)
+    ap.add_argument("-A", "--atomic_type", default="FETCH_AND_ADD",
+                    choices=["CMP_AND_SWAP", "FETCH_AND_ADD"])
+    ap.add_argument("--report_gbits", action="store_true")
+    ap.add_argument("--nic", default="cx4-edr")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.PARAM=VALUE")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out")
+    ns = ap.parse_args(argv)
+    for name in ("size", "iters", "qp", "tx_depth", "post_list", "cq_mod", "outs"):
+        v = getattr(ns, name)
+        if v is not None and v < (0 if name == "size" else 1):
+            raise InputError("command line", f"--{name}", "a positive whole number")
+    overrides = {}
+    for item in ns.set:
+        if "=" not in item:
+            raise InputError("command line", "--set", f"SECTION.PARAM=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        overrides[k] = v
+    a = PerftestArgs(tool=ns.tool, size=ns.size if ns.size is not None else
+                     (8 if "atomic" in ns.tool else 2), all_sizes=ns.all, iters=ns.iters,
+                     qps=ns.qp, tx_depth=ns.tx_depth, post_list=ns.post_list,
+                     conn=ns.connection, inline=ns.inline_size, mtu=ns.mtu, cq_mod=ns.cq_mod,
+                     outstanding=ns.outs, atomic=ns.atomic_type, gbits=ns.report_gbits,
+                     nic=ns.nic, seed=ns.seed, out=ns.out)
+    if "atomic" in a.tool and a.size != 8:
+        raise InputError("command line", "-s", "8 (atomics are 8 bytes)")
+    if a.tool in ("ib_read_lat", "ib_read_bw", "ib_atomic_lat", "ib_atomic_bw") \
+            and a.conn != "RC":
+        raise InputError("command line", "-c", f"RC ({a.tool} needs a reliable connection)")
+    if "write" in a.tool and a.conn == "UD":
+        raise InputError("command line", "-c", "RC or UC (UD has no RDMA WRITE)")
+    return a, overrides
+
+
+class _Pair:
+    """Two hosts, one NIC each, through one switch, with connected QPs and buffers."""
+
+    def __init__(self, a: PerftestArgs, profile, size: int) -> None:
+        self.sim = Simulation(a.seed)
+        self.cluster = Cluster(self.sim, profile, 2, 1)
+        self.th = [self.cluster.nodes[i].thread(0) for i in range(2)]
+        self.ctx = [Context(self.cluster, i, 0, self.th[i]) for i in range(2)]
+        self.cq = [c.create_cq() for c in self.ctx]
+        buf = max(size, 8) * 2 + 64
+        self.mr = [c.reg_mr(max(buf, 4096), 4096) for c in self.ctx]
+        conn = a.conn
+        self.qps: list[tuple] = []
+        for _ in range(a.qps):
+            q0 = self.ctx[0].create_qp(conn, self.cq[0])
+            q1 = self.ctx[1].create_qp(conn, self.cq[1])
+            if conn != "UD":
+                q0.connect(q1)
+            self.qps.append((q0, q1))
+
+
+def _lat_stats(samples_us: list[float]) -> dict[str, float]:
+    s = np.array(samples_us)
+    return {"t_min": float(s.min()), "t_max": float(s.max()),
+            "t_typical": float(np.median(s)), "t_avg": float(s.mean()),
+            "t_stdev": float(s.std()), "p99": float(np.percentile(s, 99)),
+            "p999": float(np.percentile(s, 99.9))}
+
+
+def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
+    """One latency row: ``iters`` sequential operations of ``size`` bytes [us stats]."""
+    p = _Pair(a, profile, size)
+    sim = p.sim
+    q0, q1 = p.qps[0]
+    inline_max = p.ctx[0].max_inline if a.inline is None else a.inline
+    inline = size <= inline_max
+    tool = a.tool
+    samples: list[float] = []
+    rkey1, rkey0 = p.mr[1].rkey, p.mr[0].rkey
+
+    def one_sided():
+        op = {"ib_read_lat": READ, "ib_atomic_lat": FAA if a.atomic == "FETCH_AND_ADD"
+              else CAS}[tool]
+        for _ in range(iters):
+            t = sim.now
+            yield q0.post_send([WorkRequest(op, size, 1, True, False, None, 0, rkey1, 0)])
+            wcs = yield p.cq[0].wait()
+            samples.append((sim.now - t) / 1e3)
+            assert wcs[0].ok
+
+    def write_pingpong(side: int):
+        # Each side spins on its own buffer for the peer's WRITE, then writes back.
+        me = q0 if side == 0 else q1
+        mine = p.mr[side]
+        rkey = rkey1 if side == 0 else rkey0
+        for _ in range(iters):
+            ev = p.ctx[side].poll_memory(mine, 0)
+            if side == 1:
+                yield ev
+            t = sim.now
+            yield me.post_send([WorkRequest(WRITE, size, None, False, inline, None, 0,
+                                            rkey, 0)])
+            if side == 0:
+                yield ev
+                samples.append((sim.now - t) / 2e3)
+
+    def send_pingpong(side: int):
+        # Each side waits for the peer's SEND on its receive queue, then sends back.
+        me = q0 if side == 0 else q1
+        peer_addr = (q1 if side == 0 else q0).address
+        cq = p.cq[side]
+        me.post_recv([WorkRequest(RECV, size) for _ in range(2)])
+
+        def recv():
+            while True:
+                wcs = yield cq.wait()
+                if any(wc.opcode == RECV for wc in wcs):
+                    return
+        for _ in range(iters):
+            if side == 1:
+                yield from recv()
+                me.post_recv([WorkRequest(RECV, size)])
+            t = sim.now
+            wr = WorkRequest(SEND, size, None, False, inline)
+            if a.conn == "UD":
+                wr.dest = peer_addr
+            yield me.post_send([wr])
+            if side == 0:
+                yield from recv()
+                me.post_recv([WorkRequest(RECV, size)])
+                samples.append((sim.now - t) / 2e3)
+
+    if tool in ("ib_read_lat", "ib_atomic_lat"):
+        sim.process(one_sided())
+    elif tool == "ib_write_lat":
+        sim.process(write_pingpong(0))
+        sim.process(write_pingpong(1))
+    else:
+        sim.process(send_pingpong(0))
+        sim.process(send_pingpong(1))
+    sim.run()
+    return _lat_stats(samples)
+
+
+def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
+    """One bandwidth row: ``iters`` operations per QP of ``size`` bytes."""
+    p = _Pair(a, profile, size)
+    sim = p.sim
+    depth = a.tx_depth or (128 if "atomic" not in a.tool else 128)
+    cq_mod = max(1, min(a.cq_mod, depth))
+    inline_max = p.ctx[0].max_inline if a.inline is None else a.inline
+    inline = size <= inline_max and a.tool in ("ib_write_bw", "ib_send_bw")
+    op = {"ib_read_bw": READ, "ib_write_bw": WRITE, "ib_send_bw": SEND,
+          "ib_atomic_bw": FAA if a.atomic == "FETCH_AND_ADD" else CAS}[a.tool]
+    rkey = p.mr[1].rkey
+    marks: list[tuple[float, int]] = []
+    done = [0]
+    total = iters * a.qps
+    if op == SEND:
+        for _q0, q1 in p.qps:
+            q1.post_recv([WorkRequest(RECV, size) for _ in range(min(iters, 4096))])
+
+    def server_recv():
+        # The receiver keeps its queue full (perftest re-posts RECVs as they complete).
+        posted = {q1.qp_num: min(iters, 4096) for _q0, q1 in p.qps}
+        by_num = {q1.qp_num: q1 for _q0, q1 in p.qps}
+        got = 0
+        while got < total:
+            wcs = yield p.cq[1].wait()
+            for wc in wcs:
+                if wc.opcode == RECV:
+                    got += 1
+                    if posted[wc.qp_num] < iters:
+                        by_num[wc.qp_num].post_recv([WorkRequest(RECV, size)])
+                        posted[wc.qp_num] += 1
+
+    def client():
+        posted = [0] * a.qps
+        inflight = [0] * a.qps
+        start = sim.now
+        marks.append((start, 0))
+
+        def fill(i: int):
+            q0, q1 = p.qps[i]
+            while inflight[i] + a.post_list <= depth and posted[i] < iters:
+                n = min(a.post_list, iters - posted[i])
+                wrs = []
+                for _ in range(n):
+                    posted[i] += 1
+                    sig = posted[i] % cq_mod == 0 or posted[i] == iters
+                    wr = WorkRequest(op, size, (i, 0), sig, inline, None, 0,
+                                     rkey if op != SEND else None, 0)
+                    if a.conn == "UD":
+                        wr.dest = q1.address
+                    wrs.append(wr)
+                # count unsignaled WRs against the signaled one that covers them
+                cover = 0
+                for wr in wrs:
+                    cover += 1
+                    if wr.signaled:
+                        wr.wr_id = (i, cover_base[i] + cover)
+                        cover_base[i] = 0
+                        cover = 0
+                cover_base[i] += cover
+                inflight[i] += n
+                yield q0.post_send(wrs)
+
+        cover_base = [0] * a.qps
+        for i in range(a.qps):
+            yield from fill(i)
+        while done[0] < total:
+            wcs = yield p.cq[0].wait()
+            for wc in wcs:
+                if wc.opcode == RECV:
+                    continue
+                i, covered = wc.wr_id
+                inflight[i] -= covered
+                done[0] += covered
+                marks.append((sim.now, done[0]))
+            for i in range(a.qps):
+                yield from fill(i)
+
+    if op == SEND:
+        sim.process(server_recv())
+    sim.process(client())
+    sim.run()
+    t0, _ = marks[0]
+    t1, n1 = marks[-1]
+    dur_s = (t1 - t0) / 1e9
+    avg = size * n1 / dur_s
+    peak = avg
+    for (ta, na), (tb, nb) in zip(marks, marks[1:]):
+        if tb > ta and nb - na >= cq_mod:
+            peak = max(peak, size * (nb - na) / ((tb - ta) / 1e9))
+    return {"bw_peak": peak, "bw_avg": avg, "msg_rate_mpps": n1 / dur_s / 1e6}
+
+
+def _sizes(a: PerftestArgs, profile) -> list[int]:
+    if "atomic" in a.tool:
+        return [8]
+    if not a.all_sizes:
+        return [a.size]
+    top = 23
+    sizes = [2 ** k for k in range(1, top + 1)]
+    if a.conn == "UD":
+        mtu = a.mtu or profile.link.mtu
+        sizes = [s for s in sizes if s <= mtu]
+    return sizes
+
+
+def header(a: PerftestArgs, profile) -> list[str]:
+    """perftest's header block for this run."""
+    title = TITLES[a.tool].format(a.atomic)
+    dev = "mlx4_0" if "ConnectX-3" in str(profile.nic.model) else "mlx5_0"
+    link = "IB" if profile.link.kind == "ib" else "Ethernet"
+    depth = 1 if a.tool.endswith("_lat") else (a.tx_depth or 128)
+    lines = [SEP, f"                    {title}",
+             f" Dual-port       : OFF\t\tDevice         : {dev}",
+             f" Number of qps   : {a.qps}\t\tTransport type : IB",
+             f" Connection type : {a.conn}\t\tUsing SRQ      : OFF",
+             f" TX depth        : {depth}"]
+    if a.tool.endswith("_bw"):
+        lines.append(f" CQ Moderation   : {a.cq_mod}")
+    lines += [f" Mtu             : {a.mtu or profile.link.mtu}[B]",
+              f" Link type       : {link}"]
+    if "read" in a.tool or "atomic" in a.tool:
+        lines.append(f" Outstand reads  : {a.outstanding or profile.nic.max_rd_atomic}")
+    lines += [" rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", SEP,
+              f" simulated by rnicsim, NIC profile {profile.name}", SEP]
+    return lines
+
+
+def run(a: PerftestArgs, profile) -> list[str]:
+    """Run the tool and return perftest's output lines."""
+    if a.mtu:
+        profile = profile.with_overrides({"link.mtu": a.mtu}, "command line -m")
+    if a.outstanding:
+        profile = profile.with_overrides({"nic.max_rd_atomic": a.outstanding},
+                                         "command line -o")
+    lines = header(a, profile)
+    lat = a.tool.endswith("_lat")
+    if lat:
+        lines.append(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+                     "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   "
+                     "99.9% percentile[usec] ")
+    else:
+        unit = "Gb/sec" if a.gbits else "MB/sec"
+        lines.append(f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   "
+                     "MsgRate[Mpps]")
+    iters = a.iters or (1000 if lat else 5000)
+    for size in _sizes(a, profile):
+        if lat:
+            r = run_lat(a, profile, size, iters)
+            lines.append(f" {size:<7d} {iters:<10d}     {r['t_min']:<14.2f} "
+                         f"{r['t_max']:<12.2f} {r['t_typical']:<17.2f} {r['t_avg']:<12.2f} "
+                         f"{r['t_stdev']:<14.2f} {r['p99']:<20.2f} {r['p999']:.2f}")
+        else:
+            r = run_bw(a, profile, size, iters)
+            conv = (lambda b: b * 8 / 1e9) if a.gbits else (lambda b: b / 2 ** 20)
+            lines.append(f" {size:<10d} {iters:<10d}       {conv(r['bw_peak']):<18.2f} "
+                         f"{conv(r['bw_avg']):<18.2f}   {r['msg_rate_mpps']:.6f}")
+    lines.append(SEP)
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``rnicsim perftest``."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    a, overrides = parse_args(argv)
+    profile = load_profile(a.nic)
+    if overrides:
+        profile = profile.with_overrides(overrides, "command line --set")
+    lines = run(a, profile)
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if a.out:
+        from pathlib import Path
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(out.suffix + ".partial")
+        tmp.write_text(text)
+        tmp.replace(out)
+    return 0
