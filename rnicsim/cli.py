@@ -72,6 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rnicsim {cmd}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into head & co.
+        try:
+            sys.stdout = open("/dev/null", "w")
+        except OSError:
+            pass
+        return 0
     return int(code or 0)
 
 

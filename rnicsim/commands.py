@@ -1,0 +1,116 @@
+"""``rnicsim run``, ``rnicsim validate`` and ``rnicsim profiles``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import InputError
+from .profile import ProfileModel, available_profiles, load_profile
+from .scenario import load_scenario, points
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise InputError("command line", self.prog.split()[-1], message)
+
+
+def cmd_run(argv: list[str]) -> int:
+    """``rnicsim run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N] [--quiet]``."""
+    ap = _Parser(prog="rnicsim run", description="Run a scenario and write its results.")
+    ap.add_argument("file")
+    ap.add_argument("--out", required=True, help="directory for results.csv, summary.json, "
+                    "scenario.resolved.yaml and plots")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                    help="override a scenario key (e.g. run.size=demo, cluster.nodes=8)")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--jobs", type=int, default=1, help="points run in parallel (processes)")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    a = ap.parse_args(argv)
+    if a.jobs < 1:
+        raise InputError("command line", "--jobs", "a whole number >= 1")
+    sc = load_scenario(a.file, a.set, a.seed)
+    from .runner import run_scenario
+
+    summary = run_scenario(sc, a.out, a.jobs, not a.quiet, a.file)
+    for c in summary["claims"]:
+        print(f"{c['claim']:4s} {c['kind']:9s} published {c['published']:<8g} "
+              f"measured {c['measured']:<10.4g} {'holds' if c['holds'] else 'DOES NOT HOLD'}"
+              f"  {c['note']}")
+    print(f"results: {a.out}/results.csv, summary.json, scenario.resolved.yaml"
+          + (", " + ", ".join(summary.get("plots", [])) if summary.get("plots") else ""))
+    return 0
+
+
+def cmd_validate(argv: list[str]) -> int:
+    """``rnicsim validate FILE... [--set a.b=v]...``: check scenario files, run nothing."""
+    ap = _Parser(prog="rnicsim validate", description="Check scenario files.")
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--set", action="append", default=[])
+    a = ap.parse_args(argv)
+    for f in a.files:
+        sc = load_scenario(f, a.set)
+        from .runner import point_profile
+
+        pts = points(sc)
+        for _v, p in pts:
+            point_profile(p)
+        print(f"{f}: OK ({sc.name}, {len(pts)} point{'s' if len(pts) != 1 else ''}, "
+              f"{len(sc.expected)} claim checks, sizes: full"
+              f"{''.join(', ' + s for s in sc.sizes)})")
+    return 0
+
+
+def cmd_profiles(argv: list[str]) -> int:
+    """``rnicsim profiles [NAME|PATH] [--json]``: list profiles, or show one with sources."""
+    ap = _Parser(prog="rnicsim profiles", description="List or show NIC profiles.")
+    ap.add_argument("name", nargs="?")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    if not a.name:
+        for n in available_profiles():
+            p = load_profile(n)
+            print(f"{n:15s} {p.link.kind:4s} {p.link.rate / 1e9:6.1f} Gb/s  "
+                  f"{p.nic.model:11s} {p.model.description.strip()[:70]}")
+        return 0
+    p = load_profile(a.name)
+    if a.json:
+        print(json.dumps(p.model.model_dump(mode="json"), indent=2))
+        return 0
+    print(f"{p.name}: {p.model.description.strip()}")
+    m = p.model
+    for sec in ("link", "switch", "pcie", "nic", "host"):
+        print(f"\n[{sec}]")
+        s = getattr(m, sec)
+        for k in type(s).model_fields:
+            v = getattr(s, k)
+            if hasattr(v, "source"):
+                print(f"  {k:18s} {_show(k, v.value):>12s}   {v.source}")
+            else:
+                for op in type(v).model_fields:
+                    pv = getattr(v, op)
+                    print(f"  {k + '.' + op:18s} {_show(op, pv.value):>12s}   {pv.source}")
+    return 0
+
+
+def _show(key: str, v) -> str:
+    ann = None
+    for sec in ProfileModel.model_fields.values():
+        ann = getattr(sec.annotation, "model_fields", {}).get(key, ann)
+    name = type(v).__name__
+    if isinstance(v, float) and ann is not None:
+        t = ann.annotation.__name__
+        if t == "RateP":
+            return f"{v / 1e9:g} Gb/s"
+        if t == "FreqP":
+            return f"{v / 1e9:g} GHz"
+        if t == "RatioP":
+            return f"{v:.4g}"
+        return f"{v:g} ns"
+    if name == "int" and ann is not None and ann.annotation.__name__ == "SizeP":
+        return f"{v} B"
+    return str(v)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(cmd_profiles(sys.argv[1:]))

@@ -1,0 +1,44 @@
+"""Plots declared in a scenario's ``plots:`` block (PNG, matplotlib's Agg backend)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .scenario import Scenario, matches
+
+
+def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]:
+    """Draw every plot of ``sc`` from ``rows`` into ``out``; return the file names."""
+    if not sc.plots:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for i, p in enumerate(sc.plots):
+        sel = [r for r in rows if matches(p.where, r) and p.x in r and p.y in r]
+        groups: dict[Any, list] = {}
+        for r in sel:
+            groups.setdefault(r.get(p.series) if p.series else p.y, []).append(r)
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for name, rs in groups.items():
+            rs = sorted(rs, key=lambda r: r[p.x])
+            ax.plot([r[p.x] for r in rs], [r[p.y] for r in rs], marker="o", label=str(name))
+        if p.logx:
+            ax.set_xscale("log", base=2)
+        if p.logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(p.x)
+        ax.set_ylabel(p.y)
+        ax.set_title(p.title or f"{sc.name}: {p.y}")
+        ax.grid(True, alpha=0.3)
+        if len(groups) > 1 or p.series:
+            ax.legend(title=p.series.split(".")[-1] if p.series else None)
+        fig.tight_layout()
+        name = p.file or f"{p.y}_vs_{p.x.split('.')[-1]}_{i}.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files

@@ -1,0 +1,89 @@
+"""``rnicsim reproduce NAME``: run a paper's scenarios and print measured against published.
+
+Runs every scenario in ``scenarios/NAME/`` that has an ``expected:`` block (sorted by file
+name), writes each one's results under ``--out`` (default ``out/reproduce/NAME``), and
+prints one line per claim check: id, published, measured and whether the finding holds.
+With ``--json`` it prints a list of ``{"claim", "published", "measured", "holds", ...}``.
+Exit code 0 whether or not the findings hold (the table says); 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from .errors import InputError
+from .scenario import load_raw, load_scenario
+
+SCENARIO_ROOT = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise InputError("command line", "reproduce", message)
+
+
+def available() -> list[str]:
+    """Names of the paper folders under ``scenarios/``."""
+    if not SCENARIO_ROOT.exists():
+        return []
+    return sorted(p.name for p in SCENARIO_ROOT.iterdir() if p.is_dir() and
+                  any(p.glob("*.yaml")))
+
+
+def scenario_files(name: str) -> list[Path]:
+    """The scenario files of paper ``name`` that carry claim checks."""
+    d = SCENARIO_ROOT / name
+    if not d.is_dir():
+        raise InputError("command line", "reproduce", f"one of {', '.join(available())}")
+    return [f for f in sorted(d.glob("*.yaml")) if load_raw(f).get("expected")]
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``rnicsim reproduce``."""
+    ap = _Parser(prog="rnicsim reproduce", description=__doc__.splitlines()[0])
+    ap.add_argument("name", help=f"paper: {', '.join(available())}")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--size", default="full", help="full (default) or a size the scenarios "
+                    "define, such as demo")
+    ap.add_argument("--out")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only scenarios whose file name contains this")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    files = scenario_files(a.name)
+    if a.only:
+        files = [f for f in files if any(o in f.name for o in a.only)]
+    out_root = Path(a.out or f"out/reproduce/{a.name}")
+    from .runner import run_scenario
+
+    results = []
+    for f in files:
+        raw = load_raw(f)
+        sizes = raw.get("sizes") or {}
+        ov = [f"run.size={a.size}"] if a.size != "full" and a.size in sizes else []
+        sc = load_scenario(f, ov)
+        summary = run_scenario(sc, out_root / sc.name, a.jobs, not a.quiet, str(f))
+        for c in summary["claims"]:
+            c = dict(c, scenario=sc.name)
+            results.append(c)
+    if a.json:
+        print(json.dumps([{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                           for k, v in r.items()} for r in results], indent=1))
+    else:
+        print(f"{'claim':6s} {'scenario':28s} {'published':>10s} {'measured':>10s}  holds  note")
+        for r in results:
+            m = r["measured"]
+            ms = f"{m:10.4g}" if isinstance(m, float) and math.isfinite(m) else f"{'n/a':>10s}"
+            print(f"{r['claim']:6s} {r['scenario'][:28]:28s} {r['published']:10.4g} {ms}  "
+                  f"{'yes' if r['holds'] else 'NO ':5s}  {r['note']}")
+        n = sum(r["holds"] for r in results)
+        print(f"\n{n} of {len(results)} claim checks hold; results in {out_root}/")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

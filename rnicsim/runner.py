@@ -1,0 +1,137 @@
+"""Runner: runs a scenario's points (serially or on a process pool) and writes its results.
+
+``run_scenario(sc, out_dir)`` writes, only once every point has run:
+``results.csv`` (one row per point: swept parameters, then metrics), ``summary.json``
+(scenario, points, wall time, claim checks), ``scenario.resolved.yaml`` (every default
+filled in) and the declared plots. Files are written to a temporary directory first and
+moved into place at the end, so a failed or interrupted run never leaves results that
+look complete.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from .claims import evaluate
+from .errors import InputError
+from .profile import load_profile
+from .scenario import Scenario, points, resolved_yaml, workload_runner
+
+
+def point_profile(sc: Scenario):
+    """The NIC profile of a scenario point, with its ``cluster.nic.overrides`` applied."""
+    prof = load_profile(sc.cluster.nic.profile)
+    if sc.cluster.nic.overrides:
+        prof = prof.with_overrides(dict(sc.cluster.nic.overrides), "cluster.nic.overrides")
+    return prof
+
+
+def run_point(sc: Scenario) -> dict[str, float]:
+    """Run one scenario point and return its metrics."""
+    return workload_runner(sc.workload.kind)(sc, point_profile(sc))
+
+
+def _run_indexed(args: tuple[int, Any]) -> tuple[int, dict[str, float], float]:
+    i, sc = args
+    if isinstance(sc, dict):  # sent to a worker process as plain data
+        from .scenario import _rebuild
+
+        sc = _rebuild().model_validate(sc)
+    t = time.perf_counter()
+    m = run_point(sc)
+    return i, m, time.perf_counter() - t
+
+
+def _fmt(vals: dict[str, Any]) -> str:
+    return " ".join(f"{k.split('.')[-1]}={v}" for k, v in vals.items()) or "(single point)"
+
+
+def run_points(sc: Scenario, jobs: int = 1, progress: bool = True) -> list[dict[str, Any]]:
+    """Rows (swept values + metrics) of every point of ``sc``, in sweep order."""
+    pts = points(sc)
+    for _vals, p in pts:      # fail before running anything if a profile is bad
+        point_profile(p)
+    rows: list[dict[str, Any] | None] = [None] * len(pts)
+    t0 = time.perf_counter()
+    done = 0
+
+    def report(i: int, dt: float) -> None:
+        if progress:
+            el = time.perf_counter() - t0
+            eta = el / done * (len(pts) - done)
+            print(f"  [{done}/{len(pts)}] {_fmt(pts[i][0])}  {dt:.1f}s  "
+                  f"(elapsed {el:.0f}s, left ~{eta:.0f}s)", file=sys.stderr, flush=True)
+
+    if jobs > 1 and len(pts) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as ex:
+            futs = [ex.submit(_run_indexed, (i, p.model_dump(mode="json")))
+                    for i, (_v, p) in enumerate(pts)]
+            for f in as_completed(futs):
+                i, m, dt = f.result()
+                rows[i] = {**pts[i][0], **m}
+                done += 1
+                report(i, dt)
+    else:
+        for i, (vals, p) in enumerate(pts):
+            _, m, dt = _run_indexed((i, p))
+            rows[i] = {**vals, **m}
+            done += 1
+            report(i, dt)
+    return [r for r in rows if r is not None]
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Rows as CSV: columns in first-seen order."""
+    import csv
+
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: bool = True,
+                 source: str = "") -> dict[str, Any]:
+    """Run every point of ``sc`` and write its results into ``out_dir`` (see module doc)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError("command line", "--out", f"a directory ({out} is a file)")
+    t0 = time.perf_counter()
+    if progress:
+        print(f"rnicsim: running {sc.name} ({len(points(sc))} points, size {sc.run.size})",
+              file=sys.stderr, flush=True)
+    rows = run_points(sc, jobs, progress)
+    claims = evaluate(sc.expected, rows)
+    summary = {
+        "scenario": sc.name, "file": source, "size": sc.run.size, "seed": sc.run.seed,
+        "points": len(rows), "wall_s": round(time.perf_counter() - t0, 2),
+        "claims": claims, "rows": rows,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".rnicsim-", dir=out.parent))
+    try:
+        write_csv(tmp / "results.csv", rows)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        (tmp / "scenario.resolved.yaml").write_text(resolved_yaml(sc))
+        from .plots import make_plots
+
+        summary["plots"] = make_plots(sc, rows, tmp)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        out.mkdir(parents=True, exist_ok=True)
+        for f in tmp.iterdir():
+            shutil.move(str(f), str(out / f.name))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return summary

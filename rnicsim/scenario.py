@@ -1,0 +1,533 @@
+"""Scenario files: the YAML schema, validation with clear errors, sizes and sweep expansion.
+
+A scenario names a ``cluster`` (nodes, NIC profile, NICs per node, threads, topology), a
+``workload`` (chosen by ``kind``), an optional ``protocol``, a ``run`` block (seed, warm-up,
+measured window, size), an optional ``sweep`` (lists of values swept as a cartesian
+product, keys are dotted paths such as ``workload.payload``), ``sweep_exclude``
+(conditions, as in ``where`` below, naming combinations not to run), ``sizes`` (named sets of
+overrides, e.g. a short ``demo``), ``plots`` and ``expected`` (claim checks, see
+:mod:`rnicsim.claims`). Quantities are unit strings (``64B``, ``30us``, ``100Gbps``).
+
+Contract: :func:`load_scenario` returns a validated :class:`Scenario` or raises
+:class:`~rnicsim.errors.InputError` naming the file, the key path and what was expected;
+unknown keys are errors, never ignored.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
+                      ValidationError, model_validator)
+
+from .errors import InputError
+from .units import parse_bytes, parse_time_ns
+
+Duration = Annotated[float, BeforeValidator(parse_time_ns),
+                     PlainSerializer(lambda v: f"{v:g}ns", return_type=str)]
+Size = Annotated[int, BeforeValidator(parse_bytes)]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class NicSpec(BaseModel):
+    """Which NIC profile (name or YAML path) and how many NICs per node."""
+
+    model_config = _STRICT
+    profile: str = "cx4-edr"
+    per_node: int = Field(1, ge=1, le=8)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class SingleSwitch(BaseModel):
+    """Every NIC on one switch."""
+
+    model_config = _STRICT
+    kind: Literal["single_switch"] = "single_switch"
+
+
+class LeafSpine(BaseModel):
+    """Two-tier leaf-spine with an oversubscription ratio (downlink / uplink capacity)."""
+
+    model_config = _STRICT
+    kind: Literal["leaf_spine"]
+    leaves: int = Field(ge=1)
+    spines: int = Field(ge=1)
+    oversubscription: float = Field(1.0, ge=1.0)
+
+
+class ClusterSpec(BaseModel):
+    """The machines and the fabric."""
+
+    model_config = _STRICT
+    nodes: int = Field(ge=1, le=4096)
+    nic: NicSpec = NicSpec()
+    threads: int = Field(1, ge=1, le=512)
+    cores: int | None = Field(None, ge=1)
+    topology: Annotated[Union[SingleSwitch, LeafSpine], Field(discriminator="kind")] = \
+        SingleSwitch()
+
+
+class MicrobenchWorkload(BaseModel):
+    """Raw-verb microbenchmark (see :mod:`workloads.microbench`)."""
+
+    model_config = _STRICT
+    kind: Literal["microbench"]
+    verb: Literal["read", "write", "cas", "faa", "send", "rpc"] = "read"
+    payload: Size = 64
+    transport: Literal["auto", "rc", "uc", "ud", "write_imm"] = "auto"  # auto: rc/ud
+    rpc_direction: Literal["read", "write"] = "read"
+    mode: Literal["all_to_all", "client_server"] = "all_to_all"
+    servers: int = Field(1, ge=1)
+    qps_per_peer: int = Field(1, ge=1)
+    coroutines: int = Field(1, ge=1)
+    outstanding: int = Field(1, ge=1)
+    doorbell_batch: int = Field(1, ge=1)
+    signal_every: int = Field(1, ge=1)
+    inline: bool | None = None
+    shared_context: bool = False
+    page_size: Size = 2 * 1024 * 1024
+    region: Size = 64 * 1024 * 1024
+    rpc_handler: Duration = 0.0
+
+    @model_validator(mode="after")
+    def _check(self) -> "MicrobenchWorkload":
+        if self.verb in ("cas", "faa") and self.payload != 8:
+            raise ValueError("atomics (cas, faa) take an 8-byte payload")
+        if self.verb in ("read", "cas", "faa") and self.transport not in ("rc", "auto"):
+            raise ValueError(f"{self.verb} needs transport rc")
+        if self.verb in ("rpc", "send") and self.transport == "uc":
+            raise ValueError("rpc/send use transport ud, rc or write_imm")
+        if self.verb == "write" and self.transport not in ("rc", "uc", "auto"):
+            raise ValueError("write uses transport rc or uc")
+        if self.page_size not in (4096, 2 * 1024 * 1024, 1024 ** 3):
+            raise ValueError("page_size must be 4KiB, 2MiB or 1GiB")
+        return self
+
+
+WORKLOADS: dict[str, type[BaseModel]] = {"microbench": MicrobenchWorkload}
+# Workload kinds run by other packages register here (see :func:`register_workload`).
+_WORKLOAD_RUNNERS: dict[str, str] = {"microbench": "workloads.microbench:run_scenario_point"}
+
+
+def register_workload(kind: str, model: type[BaseModel], runner: str) -> None:
+    """Add a workload ``kind`` with its schema and ``"module:function"`` runner."""
+    WORKLOADS[kind] = model
+    _WORKLOAD_RUNNERS[kind] = runner
+
+
+def workload_runner(kind: str):
+    """The function that runs one scenario point of workload ``kind``."""
+    import importlib
+
+    mod, fn = _WORKLOAD_RUNNERS[kind].split(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+class RawVerbs(BaseModel):
+    """No protocol: the workload drives verbs directly."""
+
+    model_config = _STRICT
+    kind: Literal["raw_verbs"] = "raw_verbs"
+
+
+class RunSpec(BaseModel):
+    """Seed, warm-up and measured window, and which named size to run."""
+
+    model_config = _STRICT
+    seed: int = 1
+    warmup: Duration = 30_000.0
+    measure: Duration = 50_000.0
+    size: str = "full"
+
+
+class PlotSpec(BaseModel):
+    """A line plot of ``y`` against ``x``, one line per value of ``series``."""
+
+    model_config = _STRICT
+    x: str
+    y: str
+    series: str | None = None
+    where: dict[str, Any] = Field(default_factory=dict)
+    logx: bool = False
+    logy: bool = False
+    title: str | None = None
+    file: str | None = None
+
+
+class _Claim(BaseModel):
+    model_config = _STRICT
+    claim: str
+    source: str = ""
+    metric: str
+    published: float
+    tolerance: float = Field(0.15, ge=0)
+    note: str = ""
+
+
+class ValueClaim(_Claim):
+    """The best (``agg``) value of ``metric`` over the rows matching ``where``."""
+
+    kind: Literal["value"]
+    where: dict[str, Any] = Field(default_factory=dict)
+    agg: Literal["max", "min", "mean"] = "max"
+
+
+class RatioClaim(_Claim):
+    """``agg`` over ``over`` (in ``range``) of metric(numerator) / metric(denominator)."""
+
+    kind: Literal["ratio"]
+    numerator: dict[str, Any]
+    denominator: dict[str, Any]
+    over: str
+    range: dict[str, float] = Field(default_factory=dict)
+    agg: Literal["max", "min", "mean"] = "max"
+
+
+class FlatClaim(_Claim):
+    """Below/above a point of ``over``, ``metric`` stays within ``published`` relative spread.
+
+    Measured: (max - min) / max of ``metric`` over the rows in ``range``; holds when it is
+    at most ``published`` (e.g. 0.15: "stops growing").
+    """
+
+    kind: Literal["flat"]
+    where: dict[str, Any] = Field(default_factory=dict)
+    over: str
+    range: dict[str, float] = Field(default_factory=dict)
+
+
+class DominatesClaim(_Claim):
+    """metric(a) > metric(b) at every value of ``over`` in ``range``.
+
+    Measured: the smallest ratio a/b; holds when it exceeds 1. ``published`` is the ratio
+    the paper reports or 1.0 when it reports only the order.
+    """
+
+    kind: Literal["dominates"]
+    a: dict[str, Any]
+    b: dict[str, Any]
+    over: str
+    range: dict[str, float] = Field(default_factory=dict)
+
+
+class DropClaim(_Claim):
+    """Largest relative loss 1 - metric(a)/metric(b) over ``over``; ``published`` is it
+    (holds within ``tolerance``, relative)."""
+
+    kind: Literal["drop"]
+    a: dict[str, Any]
+    b: dict[str, Any]
+    over: str
+    range: dict[str, float] = Field(default_factory=dict)
+
+
+Claim = Annotated[Union[ValueClaim, RatioClaim, FlatClaim, DominatesClaim, DropClaim],
+                  Field(discriminator="kind")]
+
+
+class Scenario(BaseModel):
+    """A whole scenario file (see module doc)."""
+
+    model_config = _STRICT
+    version: Literal[1] = 1
+    name: str
+    description: str = ""
+    cluster: ClusterSpec
+    workload: Any  # replaced by the union of registered workload kinds in _rebuild()
+    protocol: RawVerbs = RawVerbs()
+    run: RunSpec = RunSpec()
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    sweep_exclude: list[dict[str, Any]] = Field(default_factory=list)
+    sizes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    plots: list[PlotSpec] = Field(default_factory=list)
+    expected: list[Claim] = Field(default_factory=list)
+
+
+_MODELS: dict[tuple, type[BaseModel]] = {}
+
+
+def _rebuild() -> type[BaseModel]:
+    """The Scenario model with every registered workload kind (cached)."""
+    key = tuple(WORKLOADS)
+    m = _MODELS.get(key)
+    if m is not None:
+        return m
+    kinds = tuple(WORKLOADS.values())
+    if len(kinds) == 1:
+        wl: Any = kinds[0]
+    else:
+        wl = Annotated[Union[kinds], Field(discriminator="kind")]  # type: ignore[valid-type]
+
+    class _S(Scenario):
+        workload: wl  # type: ignore[valid-type]
+
+    _S.__name__ = "Scenario"
+    _MODELS[key] = _S
+    return _S
+
+
+def _fmt_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
+    err = e.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and
+                                             (p.endswith("Workload") or p.endswith("Claim")
+                                              or p in ("SingleSwitch", "LeafSpine"))))
+    # Discriminated unions put the tag in the location; drop it.
+    loc = tuple(p for p in loc if p not in WORKLOADS and p not in
+                ("value", "ratio", "flat", "dominates", "drop", "single_switch",
+                 "leaf_spine"))
+    key = prefix + _fmt_loc(loc)
+    typ = err["type"]
+    if typ == "extra_forbidden":
+        msg = "unknown key"
+        try:
+            allowed = _allowed_keys(loc[:-1])
+            if allowed:
+                msg += f"; allowed keys here: {', '.join(allowed)}"
+        except Exception:  # pragma: no cover - best effort hint only
+            pass
+    elif typ == "missing":
+        msg = "missing required key"
+    elif typ == "union_tag_invalid" or typ == "union_tag_not_found":
+        msg = f"'kind' must be one of: {', '.join(_tags(loc))}"
+    else:
+        msg = err["msg"].replace("Value error, ", "")
+        if "input" in err and typ not in ("value_error",):
+            msg += f" (got {err['input']!r})"
+    return InputError(source, key, msg)
+
+
+def _tags(loc: tuple) -> list[str]:
+    last = loc[-1] if loc else ""
+    if last == "workload":
+        return sorted(WORKLOADS)
+    if last == "topology":
+        return ["single_switch", "leaf_spine"]
+    return ["value", "ratio", "flat", "dominates", "drop"]
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model: Any = _rebuild()
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        f = model.model_fields.get(part)
+        if f is None:
+            return []
+        ann = f.annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if model is None:
+            return []
+    return sorted(model.model_fields)
+
+
+def _set_path(d: dict, path: str, value: Any, source: str, where: str) -> None:
+    parts = path.split(".")
+    node = d
+    for p in parts[:-1]:
+        if p not in node or node[p] is None:
+            node[p] = {}
+        if not isinstance(node[p], dict):
+            raise InputError(source, where, f"{path}: {p} is not a section")
+        node = node[p]
+    node[parts[-1]] = value
+
+
+def _get_path(d: dict, path: str) -> Any:
+    node: Any = d
+    for p in path.split("."):
+        if not isinstance(node, dict) or p not in node:
+            return None
+        node = node[p]
+    return node
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``a.b=v`` -> ("a.b", v) with v parsed as YAML (numbers, booleans, lists)."""
+    if "=" not in text:
+        raise InputError("command line", "--set", f"KEY.PATH=VALUE, got {text!r}")
+    k, v = text.split("=", 1)
+    try:
+        val = yaml.safe_load(v) if v != "" else ""
+    except yaml.YAMLError:
+        val = v
+    return k.strip(), val
+
+
+def load_raw(path: str | Path) -> dict:
+    """Read a scenario file as a dict (InputError on missing file or bad YAML)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), "", "an existing scenario YAML file (no such file)")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        raise InputError(str(p), where, f"valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(raw, dict):
+        raise InputError(str(p), "", "a mapping with name, cluster, workload, run, ...")
+    return raw
+
+
+def resolve(raw: dict, source: str, overrides: list[tuple[str, Any]] | None = None,
+            seed: int | None = None) -> Scenario:
+    """Apply ``--set`` overrides, the selected size and ``--seed``; validate; return it."""
+    raw = copy.deepcopy(raw)
+    for k, v in overrides or []:
+        if k == "run.size" or not k.startswith("sweep."):
+            _set_path(raw, k, v, source, f"--set {k}")
+        else:
+            raw.setdefault("sweep", {})[k[len("sweep."):]] = v
+    if seed is not None:
+        _set_path(raw, "run.seed", seed, source, "--seed")
+    size = _get_path(raw, "run.size") or "full"
+    sizes = raw.get("sizes") or {}
+    if size != "full":
+        if not isinstance(sizes, dict) or size not in sizes:
+            raise InputError(source, "run.size",
+                             f"'full' or one of the sizes defined here "
+                             f"({', '.join(sizes) if isinstance(sizes, dict) else ''})")
+        for k, v in (sizes[size] or {}).items():
+            if k.startswith("sweep."):
+                raw.setdefault("sweep", {})[k[len("sweep."):]] = v
+            else:
+                _set_path(raw, k, v, source, f"sizes.{size}.{k}")
+    model = _rebuild()
+    try:
+        sc = model.model_validate(raw)
+    except ValidationError as e:
+        raise _explain(e, source) from None
+    _check_sweep(sc, raw, source)
+    return sc
+
+
+def matches(where: dict[str, Any], values: dict[str, Any]) -> bool:
+    """True when ``values`` satisfy every condition of ``where``.
+
+    A condition is a value (equality) or a dict of ``le``, ``lt``, ``ge``, ``gt``, ``ne``,
+    ``in`` tests. Sizes and durations may be written with units on either side.
+    """
+    for k, cond in where.items():
+        if k not in values:
+            return False
+        v = _num(values[k])
+        if isinstance(cond, dict):
+            for op, ref in cond.items():
+                r = [_num(x) for x in ref] if op == "in" else _num(ref)
+                ok = {"le": lambda: v <= r, "lt": lambda: v < r, "ge": lambda: v >= r,
+                      "gt": lambda: v > r, "ne": lambda: v != r, "in": lambda: v in r}
+                if op not in ok:
+                    raise ValueError(f"unknown condition {op!r} (use le, lt, ge, gt, ne, in)")
+                if not ok[op]():
+                    return False
+        elif _num(cond) != v:
+            return False
+    return True
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, str):
+        for parse in (parse_bytes, parse_time_ns):
+            try:
+                return parse(v)
+            except ValueError:
+                pass
+    return v
+
+
+def _combos(sc: Scenario) -> list[dict[str, Any]]:
+    keys = list(sc.sweep)
+    out = []
+    for combo in itertools.product(*(sc.sweep[k] for k in keys)):
+        vals = dict(zip(keys, combo))
+        if not any(matches(ex, vals) for ex in sc.sweep_exclude):
+            out.append(vals)
+    return out
+
+
+def _check_sweep(sc: Scenario, raw: dict, source: str) -> None:
+    """Every swept key exists and every combination that will run validates."""
+    model = _rebuild()
+    for key, values in sc.sweep.items():
+        if not values:
+            raise InputError(source, f"sweep.{key}", "a non-empty list of values")
+        if not _path_allowed(key):
+            raise InputError(source, f"sweep.{key}",
+                             "a key path of the scenario such as workload.payload")
+    for i, ex in enumerate(sc.sweep_exclude):
+        for k in ex:
+            if k not in sc.sweep:
+                raise InputError(source, f"sweep_exclude[{i}].{k}", "a key of sweep")
+    base = copy.deepcopy(raw)
+    base.pop("sweep", None)
+    base.pop("sweep_exclude", None)
+    base.pop("sizes", None)
+    base.setdefault("run", {})
+    base["run"] = dict(base["run"] or {}, size="full")
+    for vals in _combos(sc):
+        point = copy.deepcopy(base)
+        for k, v in vals.items():
+            _set_path(point, k, v, source, f"sweep.{k}")
+        try:
+            model.model_validate(point)
+        except ValidationError as e:
+            err = _explain(e, source)
+            at = ", ".join(f"{k}={v}" for k, v in vals.items())
+            raise InputError(source, f"sweep ({at})", f"{err.key}: {err.expected}") from None
+
+
+def _path_allowed(key: str) -> bool:
+    model: Any = _rebuild()
+    for part in key.split("."):
+        if model is None or not hasattr(model, "model_fields"):
+            return False
+        f = model.model_fields.get(part)
+        if f is None:
+            return False
+        ann = f.annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return True
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None,
+                  seed: int | None = None) -> Scenario:
+    """Load, override (``["a.b=v", ...]``), size-select and validate a scenario file."""
+    raw = load_raw(path)
+    ov = [parse_override(o) for o in overrides or []]
+    return resolve(raw, str(path), ov, seed)
+
+
+def points(sc: Scenario) -> list[tuple[dict[str, Any], Scenario]]:
+    """The sweep's points: (swept values by key, scenario of that point), in file order."""
+    if not sc.sweep:
+        return [({}, sc)]
+    base = sc.model_dump(mode="json")
+    base.pop("sweep")
+    base.pop("sweep_exclude")
+    model = _rebuild()
+    out = []
+    for vals in _combos(sc):
+        d = copy.deepcopy(base)
+        for k, v in vals.items():
+            _set_path(d, k, v, sc.name, k)
+        out.append((vals, model.model_validate(d)))
+    return out
+
+
+def resolved_yaml(sc: Scenario) -> str:
+    """The scenario with every default filled in, as YAML (saved beside results)."""
+    return yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False)
