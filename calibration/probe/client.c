@@ -72,7 +72,7 @@ struct client {
     int points, skipped;
     int header_written;
     uint32_t seed;
-    char fatal[256];
+    char fatal[512];
 };
 
 struct target {
@@ -371,7 +371,9 @@ static uint64_t remote_offset(struct bw_job *j)
 }
 
 /* Keep up to depth WRs outstanding on every QP (posted in batches of `batch`, one in
- * `signal_every` signaled) until `target` operations completed or the deadline passed. */
+ * `signal_every` signaled) until `target` operations completed or the deadline passed.
+ * QPs with room for a batch wait in a FIFO ring, so the cost per operation does not
+ * grow with the number of QPs (the qps sweep goes to thousands). */
 static int bw_phase(struct bw_job *j, long target, uint64_t deadline, int measured)
 {
     const struct point *pt = j->pt;
@@ -381,27 +383,45 @@ static int bw_phase(struct bw_job *j, long target, uint64_t deadline, int measur
     per_qp = per_qp < unit ? unit : (per_qp + unit - 1) / unit * unit;
     long *posted = calloc((size_t)n, sizeof *posted);
     long *completed = calloc((size_t)n, sizeof *completed);
-    if (!posted || !completed) {
+    int *ring = calloc((size_t)n, sizeof *ring);
+    unsigned char *queued = calloc((size_t)n, 1);
+    if (!posted || !completed || !ring || !queued) {
         free(posted);
         free(completed);
+        free(ring);
+        free(queued);
         snprintf(j->err, sizeof j->err, "out of memory");
         return -1;
     }
+    int head = 0, tail = 0, count = 0;
+#define HAS_ROOM(q) (posted[q] < per_qp && posted[q] - completed[q] + B <= D)
+#define PUSH(q)                                                                               \
+    do {                                                                                      \
+        if (!queued[q]) {                                                                     \
+            ring[tail] = (q);                                                                 \
+            tail = tail + 1 == n ? 0 : tail + 1;                                              \
+            count++;                                                                          \
+            queued[q] = 1;                                                                    \
+        }                                                                                     \
+    } while (0)
+    for (int q = 0; q < n; q++)
+        PUSH(q);
+
     struct ibv_send_wr wr[MAX_BATCH];
     struct ibv_sge sge[MAX_BATCH];
     struct ibv_wc wc[64];
     long tot_posted = 0, tot_done = 0, expected = per_qp * n;
-    int stop = 0, rc = 0, rr = 0;
+    int stop = 0, rc = 0;
     unsigned loops = 0;
     uint64_t t_start = now_ns(), t_last = t_start, t_progress = t_start;
     for (;;) {
-        if (!stop) {
-            /* one pass over the QPs, at most one batch each, round robin */
-            for (int k = 0; k < n; k++) {
-                int qi = rr;
-                rr = rr + 1 == n ? 0 : rr + 1;
-                if (posted[qi] >= per_qp || posted[qi] - completed[qi] + B > D)
-                    continue;
+        /* fill the window of every QP that has room, oldest first */
+        while (!stop && count > 0) {
+            int qi = ring[head];
+            head = head + 1 == n ? 0 : head + 1;
+            count--;
+            queued[qi] = 0;
+            while (HAS_ROOM(qi)) {
                 for (int b = 0; b < B; b++) {
                     long idx = posted[qi] + b;
                     fill_wr(&wr[b], &sge[b], pt, j->lm, j->tgt.addr + remote_offset(j),
@@ -422,6 +442,8 @@ static int bw_phase(struct bw_job *j, long target, uint64_t deadline, int measur
             if (rc)
                 break;
         }
+        if (rc)
+            break;
         int got = ibv_poll_cq(j->cq, 64, wc);
         if (got < 0) {
             snprintf(j->err, sizeof j->err, "ibv_poll_cq failed");
@@ -436,8 +458,10 @@ static int bw_phase(struct bw_job *j, long target, uint64_t deadline, int measur
                 break;
             }
             int qi = (int)wc[i].wr_id;
-            completed[qi] += S;
+            completed[qi] += S; /* RC completes in order: covers the unsignaled before it */
             tot_done += S;
+            if (HAS_ROOM(qi))
+                PUSH(qi);
         }
         if (rc)
             break;
@@ -463,6 +487,8 @@ static int bw_phase(struct bw_job *j, long target, uint64_t deadline, int measur
             }
         }
     }
+#undef HAS_ROOM
+#undef PUSH
     if (measured) {
         j->done = tot_done;
         j->t_start = t_start;
@@ -471,6 +497,8 @@ static int bw_phase(struct bw_job *j, long target, uint64_t deadline, int measur
     }
     free(posted);
     free(completed);
+    free(ring);
+    free(queued);
     return rc;
 }
 
@@ -528,16 +556,13 @@ static int bw_measure(struct client *c, const struct point *pt, struct qpset *qs
     }
     if (T > 1) {
         pthread_barrier_init(&barrier, NULL, (unsigned)T);
-        int started = 0;
         for (int t = 0; t < T; t++) {
-            if (pthread_create(&tids[t], NULL, bw_thread, &jobs[t]) != 0)
-                break;
-            started++;
-        }
-        if (started < T) {
-            /* cannot happen often; the barrier would never open, so fail loudly */
-            fprintf(stderr, PROBE_NAME ": pthread_create failed: %s\n", strerror(errno));
-            exit(1);
+            int e = pthread_create(&tids[t], NULL, bw_thread, &jobs[t]);
+            if (e != 0) {
+                /* the threads already started wait on the barrier forever: give up */
+                fprintf(stderr, PROBE_NAME ": pthread_create failed: %s\n", strerror(e));
+                exit(1);
+            }
         }
         for (int t = 0; t < T; t++)
             pthread_join(tids[t], NULL);
@@ -1181,8 +1206,12 @@ static int hello(struct client *c, char **server_info)
     /* a short wait: a peer that is not an rnicsim-probe server must not stall us */
     uint32_t type;
     rc = net_recv_msg(c->fd, &type, &pl, &len, 15.0);
-    if (rc != NET_OK)
-        return fatal(c, "no HELLO reply from the server (is it an " PROBE_NAME " server?)", rc);
+    if (rc != NET_OK) {
+        snprintf(c->fatal, sizeof c->fatal,
+                 "%s:%d did not answer as an " PROBE_NAME " server (%s)", c->a->host,
+                 c->a->port, net_strerror(rc));
+        return POINT_FATAL;
+    }
     if (type != MSG_HELLO_REPLY) {
         free(pl);
         snprintf(c->fatal, sizeof c->fatal, "the peer is not an " PROBE_NAME " server");
@@ -1216,19 +1245,37 @@ static int hello(struct client *c, char **server_info)
     return 0;
 }
 
-int run_client(const struct probe_args *a, struct rdev *d, int fd, FILE *out)
+int run_client(const struct probe_args *a, struct rdev *d, int fd)
 {
     struct client c;
     memset(&c, 0, sizeof c);
     c.a = a;
     c.d = d;
     c.fd = fd;
-    c.out = out;
     c.seed = (uint32_t)(now_ns() ^ ((uint64_t)getpid() << 16));
     jw_init(&c.w);
     double t0 = now_s();
     char *server_info = NULL;
     int ok = hello(&c, &server_info) == 0;
+    if (!ok && !g_stop) {
+        /* the handshake failed: the peer is unreachable or not a probe server */
+        fprintf(stderr, PROBE_NAME ": %s\n", c.fatal[0] ? c.fatal : "handshake failed");
+        free(server_info);
+        jw_free(&c.w);
+        return 2;
+    }
+    FILE *out = stdout;
+    if (ok && a->out[0]) {
+        out = fopen(a->out, "w");
+        if (!out) {
+            fprintf(stderr, PROBE_NAME ": cannot write %s: %s\n", a->out, strerror(errno));
+            free(server_info);
+            net_send_msg(fd, MSG_BYE, NULL, 0, 5.0);
+            jw_free(&c.w);
+            return 2;
+        }
+    }
+    c.out = out;
     if (ok) {
         c.mtu = path_mtu(&d->local, &c.peer);
         uint32_t init_rd = d->local.max_qp_init_rd_atom;
@@ -1271,6 +1318,10 @@ int run_client(const struct probe_args *a, struct rdev *d, int fd, FILE *out)
     if (ok || g_stop)
         net_send_msg(fd, MSG_BYE, NULL, 0, 5.0);
     jw_free(&c.w);
+    if (out != stdout && fclose(out) != 0 && ok) {
+        snprintf(c.fatal, sizeof c.fatal, "cannot write %.400s: %s", a->out, strerror(errno));
+        ok = 0;
+    }
     if (g_stop) {
         note(a, "interrupted after %d points", c.points);
         return 130;

@@ -130,21 +130,7 @@ int main(int argc, char **argv)
             rdev_close(&d);
             return 2;
         }
-        FILE *out = stdout;
-        if (a.out[0]) {
-            out = fopen(a.out, "w");
-            if (!out) {
-                fprintf(stderr, PROBE_NAME ": cannot write %s: %s\n", a.out, strerror(errno));
-                close(fd);
-                rdev_close(&d);
-                return 2;
-            }
-        }
-        status = run_client(&a, &d, fd, out);
-        if (out != stdout && fclose(out) != 0 && status == 0) {
-            fprintf(stderr, PROBE_NAME ": cannot write %s: %s\n", a.out, strerror(errno));
-            status = 1;
-        }
+        status = run_client(&a, &d, fd);
         close(fd);
     }
     rdev_close(&d);

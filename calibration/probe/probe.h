@@ -19,8 +19,9 @@ void note(const struct probe_args *a, const char *fmt, ...) __attribute__((forma
 /* The "device", "link" and "host" JSON lines of this side (malloc'd, '\n'-terminated). */
 char *info_lines(const struct rdev *d, const char *role);
 
-/* Both return the process exit status. */
+/* Both return the process exit status. run_client opens --out (or uses stdout) only
+ * after the handshake with the server succeeded, so a failed start clobbers nothing. */
 int run_server(const struct probe_args *a, struct rdev *d);
-int run_client(const struct probe_args *a, struct rdev *d, int fd, FILE *out);
+int run_client(const struct probe_args *a, struct rdev *d, int fd);
 
 #endif

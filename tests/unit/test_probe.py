@@ -1,5 +1,7 @@
 """calibration/probe: rnicsim-probe builds with -Werror, its device-free unit tests pass,
-and its command line behaves without RDMA hardware (help, no device, bad flags).
+its command line behaves without RDMA hardware (help, no device, bad flags), and a
+client and a server built on fakeverbs.c (a stand-in verbs library) run every sweep
+over loopback into a file that calibration.parsers accepts.
 
 The probe is built in a temporary copy of calibration/probe, so parallel runs and other
 work in the checkout never see half-built objects. The module skips only when the
@@ -10,7 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -80,7 +85,7 @@ def _rdma_devices() -> list[str]:
 def test_sources_are_all_there():
     for name in ("probe.c", "client.c", "server.c", "rdma.c", "args.c", "args.h", "stats.c",
                  "stats.h", "jsonout.c", "jsonout.h", "net.c", "proto.c", "hostinfo.c",
-                 "util.c", "wire.c", "test_probe.c", "Makefile", "SCHEMA.md"):
+                 "util.c", "wire.c", "test_probe.c", "fakeverbs.c", "Makefile", "SCHEMA.md"):
         assert (PROBE_SRC / name).is_file(), name
 
 
@@ -163,3 +168,132 @@ def test_bad_flags_exit_2_with_usage(probe: Path, args, message):
     assert first.startswith("rnicsim-probe: ") and message in first, r.stderr
     assert "usage: rnicsim-probe" in r.stderr
     assert r.stdout == ""
+
+
+# ---- end to end on the fake verbs library ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake_probe(build_dir: Path) -> Path:
+    assert HAVE_VERBS, "infiniband/verbs.h is missing: apt-get install libibverbs-dev"
+    r = _run(["make", "-C", str(build_dir), "rnicsim-probe-fake"], timeout=300)
+    assert r.returncode == 0, f"make rnicsim-probe-fake failed:\n{r.stdout}\n{r.stderr}"
+    return build_dir / "rnicsim-probe-fake"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_server(exe: Path, port: int, *extra: str) -> subprocess.Popen:
+    srv = subprocess.Popen([str(exe), "--server", "--port", str(port), *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # wait until it listens
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if srv.poll() is not None:
+                break
+            time.sleep(0.05)
+    # that probe connection was a client without HELLO: the server drops it and goes on
+    return srv
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()  # by its own handle, i.e. by pid
+    proc.communicate(timeout=30)
+
+
+QUICK = ["--iters", "20", "--bw-iters", "400", "--time-limit", "0.3", "--max-qps", "64",
+         "--max-threads", "2", "--region-mb", "8", "--connect-timeout", "5"]
+
+
+def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
+    from calibration.parsers import load_measurements, parse_probe_jsonl
+
+    port = _free_port()
+    srv = _start_server(fake_probe, port)
+    out = tmp_path / "probe.jsonl"
+    try:
+        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
+                  str(out), *QUICK], timeout=240)
+    finally:
+        _stop(srv)
+    assert r.returncode == 0, r.stderr
+    assert "done:" in r.stderr and r.stdout == ""
+    run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
+    assert run.complete
+    assert set(run.devices) == set(run.links) == set(run.hosts) == {"client", "server"}
+    assert run.links["client"]["link_layer"] == "IB" and run.header["path_mtu"] == 4096
+    # on a loaded machine a point may see no sample before its time limit; nothing else
+    assert all("time limit" in s["reason"] or "no echo came back" in s["reason"]
+               for s in run.skips), [s["reason"] for s in run.skips]
+    sweeps = {m["sweep"] for m in run.measurements}
+    assert sweeps == {"lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline",
+                      "atomics", "pages"}
+    kinds = {(m["verb"], m["transport"], m["method"]) for m in run.measurements
+             if m["sweep"] == "lat"}
+    assert kinds == {("READ", "RC", "post_to_cqe"), ("WRITE", "RC", "post_to_cqe"),
+                     ("SEND", "RC", "pingpong"), ("SEND", "UD", "pingpong"),
+                     ("CAS", "RC", "post_to_cqe"), ("FAA", "RC", "post_to_cqe")}
+    ud = [m for m in run.measurements if m["transport"] == "UD"]
+    assert max(m["payload"] for m in ud) == 4096  # a UD message fits one MTU
+    qps = sorted(m["qps"] for m in [*run.measurements, *run.skips] if m["sweep"] == "qps")
+    assert qps[-1] == 64 or len(qps) < 7
+    assert {m["page_size"] for m in run.measurements if m["sweep"] == "pages"} == {4096, 2097152}
+    assert run.end["points"] == len(run.measurements)
+    ms = load_measurements([out])
+    assert {m.tool for m in ms} == {"rnicsim-probe"} and len(ms) > 500
+
+
+def test_end_to_end_time_limit_and_interrupt(fake_probe: Path, tmp_path: Path):
+    """Points stop at --time-limit; SIGINT ends the run with an 'interrupted' end line."""
+    from calibration.parsers import parse_probe_jsonl
+
+    port = _free_port()
+    srv = _start_server(fake_probe, port)
+    out = tmp_path / "probe.jsonl"
+    cli = subprocess.Popen([str(fake_probe), "--client", "127.0.0.1", "--port", str(port),
+                            "--out", str(out), "--sweeps", "signal,batch", "--bw-iters",
+                            "1000000000", "--time-limit", "0.2"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and cli.poll() is None:
+            if out.exists() and out.read_text(encoding="utf-8").count('"measurement"') >= 2:
+                break
+            time.sleep(0.05)
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=60)
+    finally:
+        _stop(cli)
+        _stop(srv)
+    assert cli.returncode == 130, err
+    run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
+    assert run.end is not None and run.end["status"] == "interrupted"
+    assert len(run.measurements) >= 2
+    assert all(m["truncated"] for m in run.measurements)
+    assert all(m["elapsed_s"] < 2.0 for m in run.measurements)
+
+
+def test_unreachable_peer_exits_2_quickly(fake_probe: Path, tmp_path: Path):
+    out = tmp_path / "never.jsonl"
+    t0 = time.monotonic()
+    r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(_free_port()),
+              "--connect-timeout", "1", "--out", str(out)], timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert r.returncode == 2
+    assert r.stderr.startswith("rnicsim-probe: cannot connect to 127.0.0.1:")
+    assert r.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+def test_fake_without_device_matches_the_real_message(fake_probe: Path):
+    r = subprocess.run([str(fake_probe), "--client", "127.0.0.1"], capture_output=True,
+                       text=True, timeout=30, env={**ENV, "FAKEVERBS_NO_DEVICE": "1"})
+    assert r.returncode == 2 and r.stderr == "rnicsim-probe: no RDMA device found\n"
