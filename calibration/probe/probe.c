@@ -102,11 +102,13 @@ int main(int argc, char **argv)
     g_quiet = a.quiet;
 
     /* The client winds down on SIGINT/SIGTERM (finishes the point, writes the "end"
-     * line); the server holds nothing worth saving and just dies. */
+     * line); a second signal kills it. The server holds nothing worth saving and just
+     * dies. */
     if (a.role == ROLE_CLIENT) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESETHAND;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
