@@ -20,8 +20,10 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
     for i, p in enumerate(sc.plots):
         sel = [r for r in rows if matches(p.where, r) and p.x in r and p.y in r]
         groups: dict[Any, list] = {}
+        keys = [p.series] if isinstance(p.series, str) else list(p.series or [])
         for r in sel:
-            groups.setdefault(r.get(p.series) if p.series else p.y, []).append(r)
+            label = "/".join(str(r.get(k)) for k in keys) if keys else p.y
+            groups.setdefault(label, []).append(r)
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         for name, rs in groups.items():
             rs = sorted(rs, key=lambda r: r[p.x])
@@ -35,7 +37,7 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
         ax.set_title(p.title or f"{sc.name}: {p.y}")
         ax.grid(True, alpha=0.3)
         if len(groups) > 1 or p.series:
-            ax.legend(title=p.series.split(".")[-1] if p.series else None)
+            ax.legend(title="/".join(k.split(".")[-1] for k in keys) if keys else None)
         fig.tight_layout()
         name = p.file or f"{p.y}_vs_{p.x.split('.')[-1]}_{i}.png"
         fig.savefig(out / name, dpi=110)

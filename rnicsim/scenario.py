@@ -88,6 +88,7 @@ class MicrobenchWorkload(BaseModel):
     doorbell_batch: int = Field(1, ge=1)
     signal_every: int = Field(1, ge=1)
     inline: bool | None = None
+    inline_max: Size | None = None
     shared_context: bool = False
     page_size: Size = 2 * 1024 * 1024
     region: Size = 64 * 1024 * 1024
@@ -150,7 +151,7 @@ class PlotSpec(BaseModel):
     model_config = _STRICT
     x: str
     y: str
-    series: str | None = None
+    series: str | list[str] | None = None
     where: dict[str, Any] = Field(default_factory=dict)
     logx: bool = False
     logy: bool = False

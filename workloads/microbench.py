@@ -5,7 +5,7 @@ Covers
     nodes only serve); verb (``read``, ``write``, ``cas``, ``faa``, ``send`` one-way
     messages, ``rpc`` request/reply); payload; QPs per peer; threads per node; coroutines
     per thread; outstanding requests per coroutine; doorbell batch; signaled every k;
-    inline; dedicated or shared verbs context; page size.
+    inline (up to ``inline_max`` bytes); dedicated or shared verbs context; page size.
 
 Scenario
     Each thread uses NIC ``thread mod nics_per_node`` and runs an event loop: its
@@ -57,7 +57,8 @@ class MicrobenchSpec:
     outstanding: int = 1
     doorbell_batch: int = 1
     signal_every: int = 1
-    inline: bool | None = None     # None: inline when the payload fits max_inline
+    inline: bool | None = None     # None: inline when the payload fits inline_max
+    inline_max: int | None = None  # largest payload inlined [B]; None: the NIC's max_inline
     shared_context: bool = False
     page_size: int = 2 * 1024 * 1024
     region: int = 64 * 1024 * 1024
@@ -194,11 +195,16 @@ class Microbench:
             else:
                 self.sim.process(self._rpc_loop(ts, issuing))
 
-    def _inline(self, ctx) -> bool:
+    def _inline_limit(self, ctx) -> int:
         sp = self.spec
-        if sp.inline is None:
-            return sp.verb in ("write", "send", "rpc") and sp.payload <= ctx.max_inline
-        return bool(sp.inline) and sp.payload <= ctx.max_inline
+        if sp.inline is False:
+            return -1
+        lim = ctx.max_inline if sp.inline_max is None else min(sp.inline_max, ctx.max_inline)
+        return lim
+
+    def _inline(self, ctx) -> bool:
+        return self.spec.verb in ("write", "send", "rpc") and \
+            self.spec.payload <= self._inline_limit(ctx)
 
     def _one_sided_loop(self, ts: _ThreadState):
         sp, sim = self.spec, self.sim
@@ -260,7 +266,7 @@ class Microbench:
         peers = sorted(self.servers) if sp.mode == "client_server" else \
             [m for m in range(self.n) if m != ts.node]
         op = WRITE_WITH_IMM if sp.transport == "write_imm" else SEND_WITH_IMM
-        max_inl = ts.ctx.max_inline
+        max_inl = self._inline_limit(ts.ctx)
         remaining = [0] * sp.coroutines
         switch = ts.thread.host.coroutine_switch
         consumed = {}
@@ -422,7 +428,8 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
         rpc_direction=w.rpc_direction, mode=w.mode, servers=w.servers,
         qps_per_peer=w.qps_per_peer, threads=sc.cluster.threads, coroutines=w.coroutines,
         outstanding=w.outstanding, doorbell_batch=w.doorbell_batch,
-        signal_every=w.signal_every, inline=w.inline, shared_context=w.shared_context,
+        signal_every=w.signal_every, inline=w.inline, inline_max=w.inline_max,
+        shared_context=w.shared_context,
         page_size=w.page_size, region=w.region, rpc_handler=w.rpc_handler)
     warmup, measure = stretch_window(spec, profile, sc.cluster.nodes, sc.cluster.nic.per_node,
                                      sc.run.warmup, sc.run.measure)

@@ -1,0 +1,89 @@
+"""Unloaded verbs against hand-computed timelines (the mechanism, added up by hand)."""
+import pytest
+
+from rnicsim.cluster import Cluster
+from rnicsim.profile import load_profile
+from rnicsim.sim import Simulation
+from rnicsim.verbs import READ, WRITE, Context, WorkRequest
+
+
+def _pair(profile):
+    sim = Simulation(1)
+    cl = Cluster(sim, profile, 2, 1)
+    th = [cl.nodes[i].thread(0) for i in range(2)]
+    ctx = [Context(cl, i, 0, th[i]) for i in range(2)]
+    cq = [c.create_cq() for c in ctx]
+    a = ctx[0].create_qp("RC", cq[0])
+    b = ctx[1].create_qp("RC", cq[1])
+    a.connect(b)
+    mr = ctx[1].reg_mr(1 << 20)
+    return sim, a, cq[0], mr
+
+
+def _latencies(profile, op, length, n=2, inline=False):
+    sim, qp, cq, mr = _pair(profile)
+    out = []
+
+    def proc():
+        for _ in range(n):
+            t = sim.now
+            yield qp.post_send([WorkRequest(op, length, 1, True, inline, None, 0, mr.rkey, 0)])
+            yield cq.wait()
+            out.append(sim.now - t)
+            yield sim.timeout(10_000)  # let every pipe drain: the next one is unloaded
+
+    sim.process(proc())
+    sim.run()
+    return out
+
+
+def ser(nbytes, rate):
+    return nbytes * 8e9 / rate
+
+
+def test_unloaded_read_equals_sum_of_parts():
+    """A warm 8-byte READ takes exactly CPU post + MMIO + requester PU + wire + responder
+    PU + PCIe read + wire back + completer PU + data and CQE writes + poll detection."""
+    p = load_profile("cx4-edr")
+    h, pc, n, l, sw = p.host, p.pcie, p.nic, p.link, p.switch
+    cpu = h.wqe_build + h.mmio                                    # 64-B WQE: one chunk
+    mmio = ser(64 + pc.tlp_overhead, pc.rate) + pc.mmio_latency   # BlueFlame push
+    req_wire = l.packet_overhead + 16                             # LRH..VCRC + RETH
+    # Cut-through: the switch forwards as the packet arrives, so one serialisation.
+    hop = lambda b: ser(b, l.rate) + 2 * l.propagation + sw.latency  # noqa: E731
+    dma_read = ser(pc.tlp_overhead, pc.rate) + pc.latency + ser(8 + pc.tlp_overhead,
+                                                                 pc.rate) + pc.latency
+    resp_wire = 8 + l.packet_overhead + 4                         # payload + AETH
+    data_write = ser(8 + pc.tlp_overhead, pc.rate)
+    cqe_write = ser(n.cqe_size + pc.tlp_overhead, pc.rate) + pc.latency
+    expected = (cpu + mmio + n.requester["read"] + hop(req_wire) + n.responder["read"]
+                + dma_read + hop(resp_wire) + n.completer["read"] + data_write + cqe_write
+                + h.poll_detect)
+    lat = _latencies(p, READ, 8)
+    assert lat[1] == pytest.approx(expected, rel=1e-12)
+    # The first READ also misses the QP-context and translation caches: it is slower.
+    assert lat[0] > lat[1]
+
+
+def test_unloaded_inline_write_completion():
+    """A warm inline 8-byte WRITE completes when its ACK is back and the CQE is seen."""
+    p = load_profile("cx4-edr")
+    h, pc, n, l, sw = p.host, p.pcie, p.nic, p.link, p.switch
+    cpu = h.wqe_build + h.mmio                          # 16+16+4+8 -> 64-B WQE, one chunk
+    mmio = ser(64 + pc.tlp_overhead, pc.rate) + pc.mmio_latency
+    hop = lambda b: ser(b, l.rate) + 2 * l.propagation + sw.latency  # noqa: E731
+    req_wire = 8 + l.packet_overhead + 16
+    ack_wire = l.packet_overhead + 4
+    cqe_write = ser(n.cqe_size + pc.tlp_overhead, pc.rate) + pc.latency
+    expected = (cpu + mmio + n.requester["write"] + hop(req_wire) + n.responder["write"]
+                + hop(ack_wire) + n.completer["write"] + cqe_write + h.poll_detect)
+    lat = _latencies(p, WRITE, 8, inline=True)
+    assert lat[1] == pytest.approx(expected, rel=1e-12)
+
+
+def test_bigger_payload_adds_wire_and_pcie_time():
+    """A 4 KiB READ is slower than an 8 B one by at least its serialisation on the link."""
+    p = load_profile("cx4-edr")
+    small = _latencies(p, READ, 8)[1]
+    big = _latencies(p, READ, 4096)[1]
+    assert big - small >= ser(4096 - 8, p.link.rate)
