@@ -439,7 +439,7 @@ def test_non_text_and_missing_paths(tmp_path):
 _cell = st.floats(min_value=0.01, max_value=99999, allow_nan=False).map(lambda v: round(v, 2))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)  # example budget from the Hypothesis profile (tests/conftest.py)
 @given(
     rows=st.lists(st.tuples(st.integers(1, 1 << 23), st.integers(1, 10**6), _cell, _cell, _cell),
                   min_size=1, max_size=8, unique_by=lambda r: r[0]),
