@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .hw.calendar import Calendar
 from .hw.cq import Cq
 from .hw.host import CpuThread as Thread
 from .hw.memory import MemoryRegion
@@ -60,12 +61,16 @@ def wqe_bytes(qtype: str, wr: WorkRequest) -> int:
 
 
 class _Uar:
-    """A doorbell register of a context; shared ones serialise posts behind a lock."""
+    """A doorbell register of a context; shared ones serialise posts behind a lock.
 
-    __slots__ = ("busy_until", "users", "last")
+    The lock is held for the MMIO store; it is booked in a calendar (a thread whose core
+    is busy far ahead must not make others wait for a post it has not reached yet).
+    """
 
-    def __init__(self) -> None:
-        self.busy_until = 0.0
+    __slots__ = ("cal", "users", "last")
+
+    def __init__(self, env) -> None:
+        self.cal = Calendar(env)
         self.users = 0
         self.last = None        # thread that rang it last (owns the lock's cache line)
 
@@ -87,8 +92,9 @@ class Context:
         host = cluster.profile.host
         self.host = host
         ded = cluster.profile.nic.uar_dedicated
-        self._uars = [_Uar() for _ in range(ded)]
-        self._shared_uars = [_Uar() for _ in range(max(1, cluster.profile.nic.uar_shared))]
+        env = self.sim.env
+        self._uars = [_Uar(env) for _ in range(ded)]
+        self._shared_uars = [_Uar(env) for _ in range(max(1, cluster.profile.nic.uar_shared))]
         self._nqp = 0
 
     @property
@@ -273,10 +279,12 @@ class QueuePair:
         if uar.users > 1:
             # Shared doorbell register: posts from all its QPs go one at a time, and taking
             # the lock from another thread moves its cache line (uar_lock).
-            start = t if t > uar.busy_until else uar.busy_until
-            uar.busy_until = start + mmio + (h.uar_lock if uar.last is not th else 0.0)
+            if uar.last is None:
+                uar.last = th   # the lock's cache line starts with its first user
+            hold = mmio + (h.uar_lock if uar.last is not th else 0.0)
+            start = uar.cal.reserve(t, hold)
             uar.last = th
-            t = th.reserve(t, uar.busy_until - t)
+            t = th.reserve(t, start + hold - t)   # spinning on the lock, then the store
         else:
             t = th.reserve(t, mmio)
         if blueflame:
