@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/rnicsim run scenarios/drtmh/fig5a_raw_verbs.yaml --out out/fig5a --set run.size=demo
+	$(BIN)/rnicsim run scenarios/drtmh/fig5a_raw_verbs.yaml --out out/fig5a --set run.size=demo --jobs 2
 	$(BIN)/rnicsim perftest ib_read_lat --nic cx3-qdr -a --out out/perftest_ib_read_lat_cx3-qdr.txt
 	@echo "demo results and plots are in out/"
 
