@@ -118,6 +118,7 @@ def register_workload(kind: str, model: type[BaseModel], runner: str) -> None:
     """Add a workload ``kind`` with its schema and ``"module:function"`` runner."""
     WORKLOADS[kind] = model
     _WORKLOAD_RUNNERS[kind] = runner
+    _MODELS.clear()
 
 
 def workload_runner(kind: str):
@@ -133,6 +134,15 @@ class RawVerbs(BaseModel):
 
     model_config = _STRICT
     kind: Literal["raw_verbs"] = "raw_verbs"
+
+
+PROTOCOLS: dict[str, type[BaseModel]] = {"raw_verbs": RawVerbs}
+
+
+def register_protocol(kind: str, model: type[BaseModel]) -> None:
+    """Add a protocol ``kind`` (a pydantic model with ``kind: Literal[kind]``)."""
+    PROTOCOLS[kind] = model
+    _MODELS.clear()
 
 
 class RunSpec(BaseModel):
@@ -239,7 +249,7 @@ class Scenario(BaseModel):
     description: str = ""
     cluster: ClusterSpec
     workload: Any  # replaced by the union of registered workload kinds in _rebuild()
-    protocol: RawVerbs = RawVerbs()
+    protocol: Any = None  # replaced by the union of registered protocol kinds
     run: RunSpec = RunSpec()
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     sweep_exclude: list[dict[str, Any]] = Field(default_factory=list)
@@ -249,22 +259,46 @@ class Scenario(BaseModel):
 
 
 _MODELS: dict[tuple, type[BaseModel]] = {}
+# Packages that add workload/protocol kinds; imported lazily (the kernel does not depend on
+# them at import time). Each calls register_workload / register_protocol when imported.
+PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds"]
+_loaded = False
+
+
+def _load_plugins() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+
+    for mod in PLUGINS:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod and not mod.startswith(str(e.name)):
+                raise
 
 
 def _rebuild() -> type[BaseModel]:
     """The Scenario model with every registered workload kind (cached)."""
-    key = tuple(WORKLOADS)
+    _load_plugins()
+    key = (tuple(WORKLOADS), tuple(PROTOCOLS))
     m = _MODELS.get(key)
     if m is not None:
         return m
-    kinds = tuple(WORKLOADS.values())
-    if len(kinds) == 1:
-        wl: Any = kinds[0]
-    else:
-        wl = Annotated[Union[kinds], Field(discriminator="kind")]  # type: ignore[valid-type]
+
+    def union(models: tuple) -> Any:
+        if len(models) == 1:
+            return models[0]
+        return Annotated[Union[models], Field(discriminator="kind")]  # type: ignore[valid-type]
+
+    wl = union(tuple(WORKLOADS.values()))
+    pr = union(tuple(PROTOCOLS.values()))
 
     class _S(Scenario):
         workload: wl  # type: ignore[valid-type]
+        protocol: pr = RawVerbs()  # type: ignore[valid-type]
 
     _S.__name__ = "Scenario"
     _MODELS[key] = _S
@@ -287,7 +321,7 @@ def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
                                              (p.endswith("Workload") or p.endswith("Claim")
                                               or p in ("SingleSwitch", "LeafSpine"))))
     # Discriminated unions put the tag in the location; drop it.
-    loc = tuple(p for p in loc if p not in WORKLOADS and p not in
+    loc = tuple(p for p in loc if p not in WORKLOADS and p not in PROTOCOLS and p not in
                 ("value", "ratio", "flat", "dominates", "drop", "single_switch",
                  "leaf_spine"))
     key = prefix + _fmt_loc(loc)
@@ -315,6 +349,8 @@ def _tags(loc: tuple) -> list[str]:
     last = loc[-1] if loc else ""
     if last == "workload":
         return sorted(WORKLOADS)
+    if last == "protocol":
+        return sorted(PROTOCOLS)
     if last == "topology":
         return ["single_switch", "leaf_spine"]
     return ["value", "ratio", "flat", "dominates", "drop"]
