@@ -26,7 +26,7 @@ class Pcie:
     """One NIC's PCIe attachment (see module doc)."""
 
     __slots__ = ("rate", "ovh", "mps", "lat", "mmio_lat", "up", "down",
-                 "bytes_up", "bytes_down")
+                 "bytes_up", "bytes_down", "npb", "req_dur", "tlp_dur")
 
     def __init__(self, p, env=None) -> None:
         self.rate = p.rate
@@ -38,6 +38,9 @@ class Pcie:
         self.down = Calendar(env)
         self.bytes_up = 0
         self.bytes_down = 0
+        self.npb = 8e9 / self.rate                           # ns per byte
+        self.req_dur = (self.ovh + READ_REQUEST_BYTES) * self.npb
+        self.tlp_dur = (self.mps + self.ovh) * self.npb      # one full TLP
 
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes on the PCIe wire for ``nbytes`` of payload split in MPS-sized TLPs."""
@@ -51,14 +54,16 @@ class Pcie:
         from the wire): the write starts at ``t`` but cannot end before ``tail`` plus the
         last TLP's serialisation.
         """
-        wb = self.wire_bytes(nbytes)
-        dur = tx_time_ns(wb, self.rate)
-        if nbytes > self.mps:
-            end = self.up.reserve_split(t, dur, tx_time_ns(self.mps + self.ovh, self.rate))[1]
-        else:
+        mps = self.mps
+        if nbytes <= mps:
+            wb = nbytes + self.ovh
+            dur = wb * self.npb
             end = self.up.reserve(t, dur) + dur
+        else:
+            wb = nbytes + (-(-nbytes // mps)) * self.ovh
+            end = self.up.reserve_split(t, wb * self.npb, self.tlp_dur)[1]
         if tail is not None:
-            last = tail + tx_time_ns(min(nbytes, self.mps) + self.ovh, self.rate)
+            last = tail + ((nbytes if nbytes < mps else mps) + self.ovh) * self.npb
             if last > end:
                 end = last
         self.bytes_up += wb
@@ -70,18 +75,18 @@ class Pcie:
         The request TLP goes up, the memory answers after the one-way latency, and the
         completions serialise on the down direction and travel back.
         """
-        req = self.ovh + READ_REQUEST_BYTES
-        rdur = tx_time_ns(req, self.rate)
+        rdur = self.req_dur
         at_host = self.up.reserve(t, rdur) + rdur + self.lat
-        self.bytes_up += req
-        wb = self.wire_bytes(nbytes)
-        dur = tx_time_ns(wb, self.rate)
-        if nbytes > self.mps:
-            # Completions are TLPs that interleave with other traffic.
-            cend = self.down.reserve_split(at_host, dur,
-                                           tx_time_ns(self.mps + self.ovh, self.rate))[1]
-        else:
+        self.bytes_up += self.ovh
+        mps = self.mps
+        if nbytes <= mps:
+            wb = nbytes + self.ovh
+            dur = wb * self.npb
             cend = self.down.reserve(at_host, dur) + dur
+        else:
+            # Completions are TLPs that interleave with other traffic.
+            wb = nbytes + (-(-nbytes // mps)) * self.ovh
+            cend = self.down.reserve_split(at_host, wb * self.npb, self.tlp_dur)[1]
         self.bytes_down += wb
         return cend + self.lat
 
@@ -100,7 +105,7 @@ class Pcie:
     def mmio(self, t: float, nbytes: int) -> float:
         """CPU stores ``nbytes`` to the NIC (doorbell/BlueFlame) at ``t``; returns arrival."""
         wb = nbytes + self.ovh
-        dur = tx_time_ns(wb, self.rate)
+        dur = wb * self.npb
         end = self.down.reserve(t, dur) + dur
         self.bytes_down += wb
         return end + self.mmio_lat

@@ -135,8 +135,7 @@ class Rnic:
         self._next_qpn = 0
         self.ack_bytes = self.pkt_ovh + AETH
         self.ns_per_byte_in = 8e9 / l.rate
-        self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0, "msgs_tx": 0,
-                         "msgs_rx": 0}
+        self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0}
 
     # ----------------------------------------------------------------- resources
     def create_qp(self, qtype: str, send_cq: Cq, recv_cq: Cq) -> QpHw:
@@ -240,7 +239,6 @@ class Rnic:
             msg.data = wr.data
         elif wr.local is not None and _HAS_PAYLOAD[op]:
             msg.data = wr.local.read(wr.local_offset, length)
-        self.counters["msgs_tx"] += 1
         if npk > 1:
             arrive = transmit(path, ready, wire, tail, min(length, self.mtu) + self.pkt_ovh)
         else:
@@ -274,7 +272,6 @@ class Rnic:
             if req_qp.type == RC:
                 sim.call_at(now + req_qp.timeout_ns, req_qp.nic._rc_timeout, req_qp)
             return
-        self.counters["msgs_rx"] += 1
         wr = msg.wr
         op = wr.opcode
         t, head = self._serve(qp, msg, self.resp_t[CATEGORY[op]], now)
