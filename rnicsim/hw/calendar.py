@@ -38,6 +38,11 @@ class Calendar:
         starts, ends = self.starts, self.ends
         n = len(ends)
         self.busy_ns += dur
+        if n > self._prune_at and self.env is not None:
+            # Keep memory bounded on long runs (the list only needs the future).
+            self.prune(self.env._now)
+            n = len(ends)
+            self._prune_at = max(64, 2 * n)
         if n == 0 or t >= ends[-1]:
             # Fast path: after everything booked so far.
             if n and t == ends[-1]:
@@ -46,10 +51,6 @@ class Calendar:
                 starts.append(t)
                 ends.append(t + dur)
             return t
-        if n > self._prune_at and self.env is not None:
-            self.prune(self.env._now)
-            n = len(ends)
-            self._prune_at = max(64, 2 * n)
         i = bisect_right(ends, t)
         cand = t
         while i < n and starts[i] < cand + dur:

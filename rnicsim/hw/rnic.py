@@ -338,9 +338,12 @@ class Rnic:
                 resp.data = mr.read(wr.remote_offset, length)
             wire = length + resp.npkts * self.pkt_ovh + AETH
             resp.wire = wire
-            if length:
+            if length > self.mtu:
+                # Multi-packet response: packets leave as their data arrives over PCIe.
                 f, l = self.pcie.dma_read_span(t, length, self.mtu)
-                self._reply(qp, req_qp, resp, f, wire, l, min(length, self.mtu) + self.pkt_ovh)
+                self._reply(qp, req_qp, resp, f, wire, l, self.mtu + self.pkt_ovh)
+            elif length:
+                self._reply(qp, req_qp, resp, self.pcie.dma_read(t, length), wire)
             else:
                 self._reply(qp, req_qp, resp, t, wire)
             return
