@@ -1,0 +1,184 @@
+"""``rnicsim perftest``: perftest's table format, flags, and agreement with the reference
+measurements of a ConnectX-3 QDR pair (../shared/reference-data/perftest).
+
+The simulated output is parsed with the same parser as the real files
+(:func:`calibration.parsers.parse_perftest`), so the two tables are compared like for like.
+Tests that read the reference data skip when it is absent.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from calibration.parsers import BwRow, LatRow, parse_perftest_runs
+from rnicsim.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+PERFTEST = REPO.parent / "shared" / "reference-data" / "perftest"
+TOLERANCE = 0.15
+
+needs_ref = pytest.mark.skipif(not PERFTEST.is_dir(),
+                               reason=f"perftest reference data not found at {PERFTEST}")
+
+
+def perftest(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["perftest", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def reference_row(filename: str, tool: str, size: int):
+    """The row of ``size`` bytes of the ``tool`` run in a reference file."""
+    runs = [r for r in parse_perftest_runs((PERFTEST / filename).read_text(), filename)
+            if r.tool == tool]
+    assert runs, f"no {tool} run in {filename}"
+    rows = [row for row in runs[0].rows if row.bytes == size]
+    assert rows, f"no {size} B row in {filename}"
+    return rows[0]
+
+
+def simulated_run(capsys, tool: str, *flags: str):
+    code, out, err = perftest(capsys, tool, "--nic", "cx3-qdr", *flags)
+    assert code == 0, err
+    [run] = parse_perftest_runs(out, f"rnicsim perftest {tool}")
+    return run, out
+
+
+# =========================================================================== format
+def test_read_lat_prints_perftest_table(capsys):
+    """ib_read_lat prints perftest's title, header lines, column header and one row."""
+    code, out, err = perftest(capsys, "ib_read_lat", "--nic", "cx3-qdr", "-n", "50")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert any(line.strip() == "RDMA_Read Latency Test" for line in lines)
+    assert re.search(r"^ Dual-port\s+: OFF\s+Device\s+: mlx4_0$", out, re.M)
+    assert re.search(r"^ Mtu\s+: 2048\[B\]$", out, re.M)
+    assert re.search(r"^ Link type\s+: IB$", out, re.M)
+    assert re.search(r"^ Outstand reads\s+: 16$", out, re.M)
+    header = [i for i, line in enumerate(lines) if line.lstrip().startswith("#bytes")]
+    assert len(header) == 1
+    assert re.match(r"^ #bytes #iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+"
+                    r"t_typical\[usec\]\s+t_avg\[usec\]\s+t_stdev\[usec\]\s+"
+                    r"99% percentile\[usec\]\s+99\.9% percentile\[usec\]", lines[header[0]])
+    rows = [line for line in lines[header[0] + 1:] if re.match(r"^\s*\d", line)]
+    assert len(rows) == 1
+    cols = rows[0].split()
+    assert cols[:2] == ["2", "50"] and len(cols) == 9
+    t_min, t_max, t_typ = map(float, cols[2:5])
+    assert 0 < t_min <= t_typ <= t_max
+    assert lines[-1].startswith("-" * 80)
+
+
+def test_parsed_simulated_header_matches_the_profile(capsys):
+    """The perftest parser reads the simulated header as a ConnectX-3 QDR run."""
+    run, _ = simulated_run(capsys, "ib_read_lat", "-n", "20")
+    assert (run.tool, run.kind, run.device, run.mtu, run.link_type) == \
+        ("ib_read_lat", "lat", "mlx4_0", 2048, "IB")
+    assert len(run.rows) == 1 and isinstance(run.rows[0], LatRow)
+    assert run.rows[0].iterations == 20
+
+
+def test_bw_prints_perftest_table(capsys):
+    """ib_write_bw prints the BW column header and one row with a message rate."""
+    run, out = simulated_run(capsys, "ib_write_bw", "-n", "500")
+    assert "RDMA_Write BW Test" in out
+    assert re.search(r"#bytes\s+#iterations\s+BW peak\[MB/sec\]\s+BW average\[MB/sec\]\s+"
+                     r"MsgRate\[Mpps\]", out)
+    assert re.search(r"^ CQ Moderation\s+: 100$", out, re.M)
+    [row] = run.rows
+    assert isinstance(row, BwRow) and row.bytes == 2 and row.iterations == 500
+    # perftest's identity: BW average [MB/s] * 2^20 == MsgRate * 1e6 * bytes
+    assert row.bw_avg_gbps == pytest.approx(row.msg_rate_mpps * 1e6 * 2 * 8 / 1e9, rel=0.01)
+
+
+def test_all_sizes_gives_23_rows(capsys):
+    """``-a`` runs every power of two from 2 B to 8 MiB: 23 rows, latency non-decreasing."""
+    run, _ = simulated_run(capsys, "ib_write_lat", "-a", "-n", "5")
+    assert [r.bytes for r in run.rows] == [2 ** k for k in range(1, 24)]
+    typical = [r.t_typical for r in run.rows]
+    assert all(a <= b + 1e-9 for a, b in zip(typical, typical[1:]))
+
+
+def test_output_file_matches_stdout(capsys, tmp_path):
+    """``--out FILE`` writes exactly what was printed."""
+    target = tmp_path / "sub" / "lat.txt"
+    code, out, _ = perftest(capsys, "ib_send_lat", "--nic", "cx3-qdr", "-n", "10",
+                            "--out", str(target))
+    assert code == 0 and target.read_text() == out
+    assert not list(tmp_path.rglob("*.partial"))
+
+
+# =========================================================================== vs reference
+@needs_ref
+@pytest.mark.parametrize("tool, filename, size, published", [
+    ("ib_read_lat", "cx3-qdr40_ib_read_lat_2.txt", 2, 1.99),
+    ("ib_write_lat", "cx3-qdr40_ib_write_lat_3.txt", 2, 0.98),
+    ("ib_atomic_lat", "cx3-qdr40_ib_atomic_lat_1.txt", 8, 2.34),
+])
+def test_latency_median_matches_reference(capsys, tool, filename, size, published):
+    """The simulated median (t_typical) is within 15 % of the measured one."""
+    ref = reference_row(filename, tool, size)
+    assert ref.t_typical == pytest.approx(published)
+    run, _ = simulated_run(capsys, tool, "-n", "50")
+    [row] = run.rows
+    assert row.bytes == size
+    assert row.t_typical == pytest.approx(ref.t_typical, rel=TOLERANCE), \
+        f"{tool}: simulated {row.t_typical} us vs measured {ref.t_typical} us"
+
+
+@needs_ref
+@pytest.mark.parametrize("tool, filename, size, published", [
+    ("ib_write_bw", "cx3-qdr40_ib_write_bw_2.txt", 2, 5.47),
+    ("ib_read_bw", "cx3-qdr40_ib_read_bw_2.txt", 2, 4.76),
+    ("ib_send_bw", "cx3-qdr40_ib_send_bw_2.txt", 2, 5.19),
+    ("ib_atomic_bw", "cx3-qdr40_ib_atomic_lat_1.txt", 8, 2.45),
+])
+def test_message_rate_matches_reference(capsys, tool, filename, size, published):
+    """The simulated message rate is within 15 % of the measured one."""
+    ref = reference_row(filename, tool, size)
+    assert ref.msg_rate_mpps == pytest.approx(published, abs=0.01)
+    run, _ = simulated_run(capsys, tool, "-n", "1500")
+    [row] = run.rows
+    assert row.bytes == size
+    assert row.msg_rate_mpps == pytest.approx(ref.msg_rate_mpps, rel=TOLERANCE), \
+        f"{tool}: simulated {row.msg_rate_mpps} Mpps vs measured {ref.msg_rate_mpps} Mpps"
+
+
+def test_same_seed_same_table(capsys):
+    """Two runs with the same flags print the same table."""
+    a = perftest(capsys, "ib_read_bw", "--nic", "cx3-qdr", "-n", "300")[1]
+    b = perftest(capsys, "ib_read_bw", "--nic", "cx3-qdr", "-n", "300")[1]
+    assert a == b
+
+
+# =========================================================================== bad flags
+@pytest.mark.parametrize("args, words", [
+    (["ib_read_lat", "--bogus"], ["unrecognized arguments", "--bogus"]),
+    (["ib_nothing_lat"], ["invalid choice", "ib_nothing_lat"]),
+    (["ib_read_lat", "-n", "0"], ["--iters", "positive"]),
+    (["ib_read_lat", "-n", "many"], ["-n", "invalid int"]),
+    (["ib_write_bw", "-q", "-2"], ["--qp", "positive"]),
+    (["ib_atomic_lat", "-s", "64"], ["-s", "8"]),
+    (["ib_read_lat", "-c", "UD"], ["-c", "RC"]),
+    (["ib_write_lat", "-c", "UD"], ["-c", "UD has no RDMA WRITE"]),
+    (["ib_read_lat", "-m", "3000"], ["invalid choice", "3000"]),
+    (["ib_read_lat", "--set", "pcie.latency"], ["--set", "SECTION.PARAM=VALUE"]),
+    (["ib_read_lat", "--set", "pcie.latncy=1ns", "-n", "5"], ["pcie.latncy"]),
+    (["ib_read_lat", "--nic", "cx9", "-n", "5"], ["cx9", "cx3-qdr"]),
+])
+def test_bad_flags_exit_2_with_a_message(capsys, args, words):
+    """Bad flags and values exit 2 with a one-line message on stderr, no traceback."""
+    code, out, err = perftest(capsys, *args)
+    assert code == 2, (out, err)
+    assert err.startswith("rnicsim perftest: error: ")
+    assert "Traceback" not in err and out == ""
+    for w in words:
+        assert w in err, (w, err)
+
+
+def test_help_exits_0(capsys):
+    """``rnicsim perftest --help`` prints the tool list and exits 0."""
+    code, out, _ = perftest(capsys, "--help")
+    assert code == 0 and "ib_atomic_bw" in out
