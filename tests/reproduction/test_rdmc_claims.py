@@ -1,0 +1,59 @@
+"""RDMC paper findings (CLAIMS.md M1-M11) at reduced size, through protocols/rdmc/study.py.
+
+The ``repro``-marked tests run ``study.claims("demo")`` one claim at a time (``make
+test-all``); the unmarked ones are fast orderings that guard the engine in every run.
+"""
+from __future__ import annotations
+
+import pytest
+
+from protocols.rdmc import study
+
+MiB = 1 << 20
+
+
+_M9_DEMO = pytest.mark.xfail(
+    strict=False,
+    reason="demo-size Fractus overlap reaches ~0.84 of the ingress bound (0.95 at full "
+           "size): kernel links serialise whole messages, so credits and ACKs wait behind "
+           "1 MiB blocks (protocols/rdmc/README.md, kernel limitations)")
+
+
+@pytest.mark.repro
+@pytest.mark.parametrize("claim", [f"M{i}" for i in range(1, 9)]
+                         + [pytest.param("M9", marks=_M9_DEMO), "M10"])
+def test_claim_holds_at_demo_size(claim):
+    """The qualitative finding of each modelled claim holds at demo size."""
+    (row,) = study.claims("demo", only=[claim])
+    assert row["claim"] == claim
+    assert row["holds"] is True, row["measured"]
+
+
+@pytest.mark.repro
+def test_core_direct_is_reported_as_not_modelled():
+    """M11 (CORE-Direct offload) is not modelled and says so, with an estimate."""
+    (row,) = study.claims("demo", only=["M11"])
+    assert row["holds"] is None and "not modelled" in row["note"]
+    assert 0.0 <= row["measured"]["estimated_max_saving"] < 0.5
+
+
+def test_binomial_pipeline_beats_sequential_and_tree_at_8_nodes():
+    """8 nodes, 8 MiB, QDR: pipeline < binomial tree < sequential (M4, M7)."""
+    t = {a: study.run_multicast(8, 8 * MiB, a)["completion_ms"]
+         for a in ("binomial-pipeline", "binomial-tree", "sequential")}
+    assert t["binomial-pipeline"] < t["binomial-tree"] < t["sequential"]
+    assert t["sequential"] / t["binomial-pipeline"] > 3
+
+
+def test_mpi_broadcast_slower_than_binomial_pipeline_for_large_messages():
+    """64 MiB to 8 nodes: MPI's scatter + allgather takes 1.03x-3x the pipeline (M4)."""
+    mpi = study.run_multicast(8, 64 * MiB, "mpi")["completion_ms"]
+    bp = study.run_multicast(8, 64 * MiB, "binomial-pipeline")["completion_ms"]
+    assert 1.03 < mpi / bp < 3.0
+
+
+def test_steady_slack_matches_the_formula():
+    """The schedule's steady-step slack equals 2(1 - (l-1)/(n-2)) (M2)."""
+    r = study.slack_and_slow_links("demo")
+    for row in r["slack"]:
+        assert row["measured"] == pytest.approx(row["predicted"], rel=1e-12)
