@@ -27,7 +27,7 @@ from .errors import InputError
 from .units import parse_bytes, parse_time_ns
 
 Duration = Annotated[float, BeforeValidator(parse_time_ns),
-                     PlainSerializer(lambda v: f"{v:g}ns", return_type=str)]
+                     PlainSerializer(lambda v: f"{v:.17g}ns", return_type=str)]
 Size = Annotated[int, BeforeValidator(parse_bytes)]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -127,6 +127,51 @@ def workload_runner(kind: str):
 
     mod, fn = _WORKLOAD_RUNNERS[kind].split(":")
     return getattr(importlib.import_module(mod), fn)
+
+
+def workload_check(kind: str):
+    """The workload module's ``check_scenario_point(sc, profile)`` (or None).
+
+    It raises ``ValueError("key.path: what was expected")`` for a point the profile cannot
+    run (e.g. a UD payload above the MTU); the caller turns it into an InputError.
+    """
+    import importlib
+
+    mod, _fn = _WORKLOAD_RUNNERS[kind].split(":")
+    return getattr(importlib.import_module(mod), "check_scenario_point", None)
+
+
+def check_points(sc: "Scenario", source: str) -> None:
+    """Every point's NIC profile (and overrides) loads and its workload can run on it."""
+    from .profile import load_profile
+
+    seen: dict = {}
+    for vals, p in points(sc):
+        nic = p.cluster.nic
+        key = (nic.profile, tuple(sorted(nic.overrides.items())))
+        if key not in seen:
+            try:
+                prof = load_profile(nic.profile)
+            except InputError as e:
+                raise InputError(source, "cluster.nic.profile",
+                                 f"{e.expected}, got {nic.profile!r}") from None
+            if nic.overrides:
+                try:
+                    prof = prof.with_overrides(dict(nic.overrides), source)
+                except InputError as e:
+                    raise InputError(source, f"cluster.nic.overrides.{e.key}", e.expected) \
+                        from None
+            seen[key] = prof
+        check = workload_check(p.workload.kind)
+        if check is not None:
+            try:
+                check(p, seen[key])
+            except ValueError as e:
+                at = ", ".join(f"{k}={v}" for k, v in vals.items())
+                msg = str(e)
+                k, _, what = msg.partition(": ")
+                raise InputError(source, k + (f" (sweep point {at})" if at else ""), what) \
+                    from None
 
 
 class RawVerbs(BaseModel):
@@ -449,6 +494,7 @@ def resolve(raw: dict, source: str, overrides: list[tuple[str, Any]] | None = No
     except ValidationError as e:
         raise _explain(e, source) from None
     _check_sweep(sc, raw, source)
+    check_points(sc, source)
     return sc
 
 

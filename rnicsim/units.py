@@ -11,6 +11,7 @@ Contract:
 """
 from __future__ import annotations
 
+import math
 import re
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
@@ -26,6 +27,13 @@ _FREQ = {"Hz": 1.0, "KHz": 1e3, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
 
 
 def _parse(text: object, table: dict[str, float], what: str, example: str) -> float:
+    v = _parse_any(text, table, what, example)
+    if not math.isfinite(v):
+        raise ValueError(f"expected a finite {what} such as {example!r}, got {text!r}")
+    return v
+
+
+def _parse_any(text: object, table: dict[str, float], what: str, example: str) -> float:
     if isinstance(text, bool):
         raise ValueError(f"expected a {what} such as {example!r}, got {text!r}")
     if isinstance(text, (int, float)):

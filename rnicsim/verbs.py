@@ -291,7 +291,11 @@ class QueuePair:
             t_nic = nic.pcie.mmio(t, size)
         else:
             t_nic = nic.pcie.dma_read(nic.pcie.mmio(t, 8), size)
-        sim.call_at(t_nic, nic.doorbell, self._hw, list(wrs))
+        hw = self._hw
+        if t_nic < hw.db_ready:      # the NIC takes a QP's doorbells in posting order
+            t_nic = hw.db_ready
+        hw.db_ready = t_nic
+        sim.call_at(t_nic, nic.doorbell, hw, list(wrs))
         return sim.env.timeout(t - now)
 
     def post_recv(self, wrs: Sequence[WorkRequest]):

@@ -270,6 +270,9 @@ class Microbench:
         remaining = [0] * sp.coroutines
         switch = ts.thread.host.coroutine_switch
         consumed = {}
+        # Re-post receive buffers in batches, but well before a QP's queue (2 x in-flight
+        # buffers per RC QP) could run dry.
+        repost_at = max(1, min(8, sp.coroutines * sp.outstanding))
         sends = [0]
         by_peer = {}
         for qp, m in ts.targets:
@@ -295,8 +298,14 @@ class Microbench:
             for j in range(sp.outstanding):
                 m = peers[int(rng.integers(0, len(peers)))]
                 imm = (c << 1)  # request: low bit 0
-                wr = WorkRequest(op, req_len, ("s", 0), sigbit(), req_len <= max_inl,
-                                 None, 0, None, 0, imm)
+                if send_verb:
+                    # One-way message: the coroutine's request is done when the send
+                    # completes locally (UD) or is acknowledged (RC).
+                    wr = WorkRequest(op, req_len, ("c", c), True, req_len <= max_inl,
+                                     None, 0, None, 0, imm)
+                else:
+                    wr = WorkRequest(op, req_len, ("s", 0), sigbit(), req_len <= max_inl,
+                                     None, 0, None, 0, imm)
                 if ts.ud is not None:
                     wr.dest = self.threads[(m, ts.index)].ud.address
                     out.append(wr)
@@ -315,7 +324,16 @@ class Microbench:
             now = sim.env._now
             for wc in wcs:
                 if wc.opcode != RECV and wc.opcode != RECV_RDMA_WITH_IMM:
-                    continue  # a signaled send completing: its slot is reclaimed
+                    tag = wc.wr_id
+                    if send_verb and tag[0] == "c":
+                        c = tag[1]
+                        if sim.measuring:
+                            sim.stats.hist("lat").add(now - wc.t_post)
+                        remaining[c] -= 1
+                        if remaining[c] == 0:
+                            ts.thread.reserve(now, switch)
+                            issue(c)
+                    continue  # otherwise a signaled send completing: its slot is reclaimed
                 qpn = wc.qp_num
                 consumed[qpn] = consumed.get(qpn, 0) + 1
                 imm = wc.imm
@@ -346,7 +364,7 @@ class Microbench:
             if out:
                 flush()
             for qpn, n in list(consumed.items()):
-                if n >= 8:
+                if n >= repost_at:
                     qp = self._qp_by_num(ts, qpn)
                     qp.post_recv([WorkRequest(RECV, sp.payload) for _ in range(n)])
                     consumed[qpn] = 0
@@ -415,6 +433,15 @@ def run_microbench(profile, spec: MicrobenchSpec, nodes: int = 2, nics_per_node:
     mb.start()
     sim.run(until=warmup_ns + measure_ns)
     return mb.results(measure_ns)
+
+
+def check_scenario_point(sc, profile) -> None:
+    """Raise ValueError("key: expected") when ``profile`` cannot run this point."""
+    w = sc.workload
+    ud = w.verb in ("rpc", "send") and w.transport in ("ud", "auto")
+    if ud and w.payload > profile.link.mtu:
+        raise ValueError(f"workload.payload: at most the MTU of {profile.name} "
+                         f"({profile.link.mtu} B) for UD messages, got {w.payload} B")
 
 
 def run_scenario_point(sc, profile) -> dict[str, float]:

@@ -151,7 +151,8 @@ class Calendar:
             if ends[j] > hi:
                 hi = ends[j]
             j += 1
-        self.busy_ns += (t1 - t0)
+        # Only the time that was not booked already becomes busy.
+        self.busy_ns += (hi - lo) - sum(e - b for b, e in zip(starts[i:j], ends[i:j]))
         starts[i:j] = [lo]
         ends[i:j] = [hi]
 

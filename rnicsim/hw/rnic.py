@@ -64,7 +64,8 @@ class QpHw:
 
     __slots__ = ("qpn", "type", "nic", "pu", "send_cq", "recv_cq", "state", "rd_out",
                  "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
-                 "seq", "timeout_ns", "on_error", "ctx_ready")
+                 "seq", "timeout_ns", "on_error", "ctx_ready", "db_ready", "tx_ready",
+                 "arrive_last", "resp_ready", "resp_arrive_last")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -86,6 +87,13 @@ class QpHw:
         self.timeout_ns = 4096.0 * (1 << 14) * 8       # ibv timeout=14, retry_cnt=7
         self.on_error = None
         self.ctx_ready = 0.0       # when the context fetched on the last miss arrives
+        # RC/UC keep a QP's work in order end to end: doorbells reach the NIC in posting
+        # order, requests leave and arrive in order, responses/ACKs likewise.
+        self.db_ready = 0.0
+        self.tx_ready = 0.0
+        self.arrive_last = 0.0
+        self.resp_ready = 0.0
+        self.resp_arrive_last = 0.0
 
 
 class _Msg:
@@ -125,6 +133,7 @@ class Rnic:
         self.per_pkt = n.per_packet
         self.qpc = LruCache(n.qp_cache_entries)
         self.mtt = LruCache(n.mtt_cache_entries)
+        self.mtt_ready: dict = {}       # page -> when its translation arrives (misses)
         self.atomic_busy = [0.0] * max(1, n.atomic_units)
         self.atomic_addr: dict = {}
         self.stall_nic = n.atomic_mode == "stall_nic"
@@ -160,10 +169,24 @@ class Rnic:
         """Time the data access can start after translating ``[offset, offset+n)``."""
         ps = mr.page_size
         first, last = offset // ps, (offset + max(n, 1) - 1) // ps
+        ready = self.mtt_ready
+        t0 = t
         for page in range(first, last + 1):
-            if not self.mtt.access((mr.rkey, page)):
+            key = (mr.rkey, page)
+            if self.mtt.access(key):
+                r = ready.get(key, 0.0)     # a miss may still be on its way
+                if r > t:
+                    t = r
+            else:
                 self.counters["mtt_miss"] += 1
-                t = self.pcie.dma_read(t, self.p.mtt_entry_size)
+                r = self.pcie.dma_read(t0, self.p.mtt_entry_size)
+                ready[key] = r
+                if r > t:
+                    t = r
+        if len(ready) > 2 * self.p.mtt_cache_entries + 64:
+            now = self.sim.now
+            for k in [k for k, v in ready.items() if v <= now]:
+                del ready[k]
         return t
 
     def _npkts(self, length: int) -> int:
@@ -239,10 +262,21 @@ class Rnic:
             msg.data = wr.data
         elif wr.local is not None and _HAS_PAYLOAD[op]:
             msg.data = wr.local.read(wr.local_offset, length)
+        if qp.type != UD:
+            # In order on the wire: never leave before the QP's previous request.
+            if ready < qp.tx_ready:
+                ready = qp.tx_ready
+            if tail < ready:
+                tail = ready
         if npk > 1:
             arrive = transmit(path, ready, wire, tail, min(length, self.mtu) + self.pkt_ovh)
         else:
             arrive = transmit(path, ready if ready > tail else tail, wire)
+        if qp.type != UD:
+            qp.tx_ready = tail if tail > ready else ready
+            if arrive < qp.arrive_last:
+                arrive = qp.arrive_last
+            qp.arrive_last = arrive
         dst = fab.nics[dst_id]
         if not dst.up or not fab.path_up(path):
             if qp.type == RC:
@@ -263,6 +297,13 @@ class Rnic:
     # ----------------------------------------------------------------- responder
     def _rx_request(self, msg: _Msg) -> None:
         if not self.up:
+            # A dead responder answers nothing: the requester's retries run out.
+            req_qp = msg.qp
+            if req_qp.type == RC:
+                if msg.wr.signaled:
+                    req_qp.inflight[msg.seq] = msg.wr
+                self.sim.call_at(self.sim.now + req_qp.timeout_ns, req_qp.nic._rc_timeout,
+                                 req_qp)
             return
         sim = self.sim
         now = sim.env._now
@@ -417,20 +458,33 @@ class Rnic:
         path = qp.path
         if path is None:
             path = qp.path = self.fabric.route(self.id, req_qp.nic.id)
+        if ready < qp.resp_ready:          # responses leave in request order
+            ready = qp.resp_ready
+        if tail is not None and tail < ready:
+            tail = ready
         arrive = transmit(path, ready, wire, tail, last_pkt)
+        qp.resp_ready = tail if tail is not None and tail > ready else ready
+        if arrive < req_qp.resp_arrive_last:
+            arrive = req_qp.resp_arrive_last
+        req_qp.resp_arrive_last = arrive
         if req_qp.nic.up and self.fabric.path_up(path):
             self.sim.call_at(arrive, req_qp.nic._rx_response, resp)
 
     def _ack(self, qp: QpHw, msg: _Msg, t: float) -> None:
         qp.ack_count += 1
         if msg.wr.signaled or qp.ack_count % self.p.ack_coalesce == 0:
-            path = qp.path
-            if path is None:
-                path = qp.path = self.fabric.route(self.id, msg.qp.nic.id)
-            arrive = transmit(path, t, self.ack_bytes)
-            if msg.wr.signaled and msg.qp.nic.up:
-                resp = _Msg(2, msg.wr, msg.qp, 0, 1, msg.seq)
-                self.sim.call_at(arrive, msg.qp.nic._rx_response, resp)
+            resp = _Msg(2, msg.wr, msg.qp, 0, 1, msg.seq)
+            if msg.wr.signaled:
+                self._reply(qp, msg.qp, resp, t, self.ack_bytes)
+            else:
+                # A coalesced ACK for unsignaled work: wire time only, nothing to complete.
+                path = qp.path
+                if path is None:
+                    path = qp.path = self.fabric.route(self.id, msg.qp.nic.id)
+                if t < qp.resp_ready:
+                    t = qp.resp_ready
+                transmit(path, t, self.ack_bytes)
+                qp.resp_ready = t
 
     def _nak(self, qp: QpHw, msg: _Msg, t: float, status: int) -> None:
         resp = _Msg(3, msg.wr, msg.qp, 0, 1, msg.seq)

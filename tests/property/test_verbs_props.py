@@ -179,22 +179,12 @@ def test_different_seeds_can_differ(cx4):
     assert not all(same_results(runs[0], r) for r in runs[1:])
 
 
-_SEND_STALLS = pytest.mark.xfail(strict=True, reason=(
-    "BUG: microbench verb 'send' never re-issues: the sender's coroutines post their first "
-    "window at t=0 and wait for replies that one-way messages never get (signaled send "
-    "completions are ignored), so throughput in any window after warm-up is 0"))
-_RC_RPC_STALLS = pytest.mark.xfail(strict=True, reason=(
-    "BUG: microbench rpc over RC/write_imm stalls when coroutines x outstanding < 4: each "
-    "RC QP gets 2 x in-flight receive buffers but _rpc_loop re-posts them only after 8 "
-    "were consumed, so the QP runs out of RECVs and RNR-retries forever (throughput 0)"))
-
-
 @pytest.mark.parametrize("verb, transport", [
     ("read", "rc"), ("write", "rc"), ("write", "uc"), ("cas", "rc"), ("faa", "rc"),
     ("rpc", "ud"),
-    pytest.param("rpc", "rc", marks=_RC_RPC_STALLS),
-    pytest.param("rpc", "write_imm", marks=_RC_RPC_STALLS),
-    pytest.param("send", "ud", marks=_SEND_STALLS),
+    ("rpc", "rc"),
+    ("rpc", "write_imm"),
+    ("send", "ud"),
 ])
 def test_every_microbench_verb_makes_progress(cx4, verb, transport):
     """With one coroutine and one request in flight, every verb and transport keeps
@@ -316,11 +306,6 @@ def test_unsignaled_writes_produce_no_completion(rc_pair):
     assert p.mr[1].read(0, 1) == bytes([4])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: RC completions of one QP are not in posting order: the first WRITE's responder "
-    "translation (MTT) miss delays its ACK, while later WRITEs 'hit' the entry the miss "
-    "inserted before the fetch returned, so their CQEs become visible first "
-    "(observed order 1, 2, 3, 0)"))
 def test_rc_completions_of_one_qp_arrive_in_posting_order(rc_pair):
     """Signaled WRs of one RC QP complete in the order they were posted."""
     p = rc_pair
@@ -383,14 +368,6 @@ def test_rc_delivers_writes_in_order(profile_name, sizes):
     assert final == len(sizes)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: WRs of one RC QP can overtake each other before the wire. (a) verbs.post_send "
-    "delivers a multi-WQE list to the NIC after an MMIO doorbell plus a DMA read of the "
-    "WQEs but a following single WQE by BlueFlame MMIO alone, and Rnic.doorbell runs "
-    "whichever arrives first ([W1, W2] then [W3] to one address leaves 2 in memory); "
-    "(b) Rnic._run_sq gives each WR the ready time of its own payload DMA, so a small "
-    "WRITE whose DMA completion fits an earlier gap of the PCIe calendar (gaps made by "
-    "another QP's traffic) leaves before a larger earlier one ([8, 534, 8] B leaves 2)"))
 @some
 @example(profile_name="cx4-edr", sizes=[8, 8, 8], background=[], batch=2)
 @example(profile_name="cx4-edr", sizes=[8, 534, 8], background=[(0, 1)], batch=1)
@@ -443,7 +420,6 @@ _OVERTAKE = ("BUG: requests of one RC QP can overtake each other on the wire: Rn
 
 
 @pytest.mark.parametrize("profile_name", PROFILES)
-@pytest.mark.xfail(strict=True, reason=_OVERTAKE + " (the READ returns the old bytes)")
 def test_read_posted_right_after_a_write_sees_it(profile_name):
     """RC executes a QP's requests in order: a READ posted right behind a WRITE to the same
     range returns the written bytes."""
@@ -458,7 +434,6 @@ def test_read_posted_right_after_a_write_sees_it(profile_name):
 
 
 @pytest.mark.parametrize("profile_name", PROFILES)
-@pytest.mark.xfail(strict=True, reason=_OVERTAKE + " (the final memory holds the first WRITE)")
 def test_inline_write_after_a_dma_write_lands_last(profile_name):
     """RC delivers in order: an inline WRITE posted after a non-inline WRITE to the same
     address leaves its value in memory."""
@@ -665,12 +640,6 @@ def test_node_failure_breaks_rc_qp_and_flushes(profile_name, before, during, aft
     assert broken == [q]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a peer that fails while RC requests are in flight never breaks the QP: the "
-    "responder drops the arriving request (Rnic._rx_request returns when not up) and the "
-    "requester arms its retry timer only when the peer is already down at send time, so "
-    "the outstanding signaled WRs never complete and the QP stays RTS (e.g. 4 WRITEs "
-    "posted at 0, fail_node(1) at 1.2 us)"))
 @some
 @example(profile_name="cx4-edr", fail_at=1200.0, n=4)
 @example(profile_name="cx3-qdr", fail_at=1200.0, n=4)

@@ -161,9 +161,6 @@ def test_bad_unit_string(tmp_path, key, value, words):
     rejected(p, *words)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an infinite size (payload: .inf) escapes "
-                   "scenario validation as an OverflowError traceback from "
-                   "units.parse_bytes instead of an InputError")
 def test_infinite_payload_is_an_input_error(tmp_path):
     """``payload: .inf`` is rejected like any other impossible size."""
     p = scenario_file(tmp_path, text=yaml.safe_dump(BASE).replace("payload: 64B",
@@ -171,8 +168,6 @@ def test_infinite_payload_is_an_input_error(tmp_path):
     rejected(p, "workload.payload")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: NaN durations (e.g. rpc_handler: .nan, warmup: "
-                   ".nan) pass validation because units.parse_time_ns accepts NaN")
 def test_nan_duration_is_rejected(tmp_path):
     """``warmup: .nan`` is not a duration."""
     p = scenario_file(tmp_path, text=yaml.safe_dump(BASE).replace("warmup: 5us",
@@ -180,10 +175,6 @@ def test_nan_duration_is_rejected(tmp_path):
     rejected(p, "run.warmup")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a UD RPC payload above the profile's MTU (rpc over ud/auto, payload 4KiB on "
-    "cx3-qdr whose MTU is 2 KiB) passes validation, and the run crashes with a ValueError "
-    "traceback from QueuePair.post_send in the middle of the simulation"))
 def test_ud_payload_above_the_mtu_is_an_input_error(tmp_path, capsys):
     """``rnicsim run`` rejects a UD RPC payload the NIC's MTU cannot carry, exit 2."""
     p = scenario_file(tmp_path, lambda r: (r["cluster"]["nic"].update(profile="cx3-qdr"),
@@ -246,10 +237,6 @@ def test_unknown_profile_name_exits_2_listing_profiles(tmp_path, capsys):
     assert "cx9-xdr" in err and "cx4-edr" in err and "cx3-qdr" in err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: an unknown cluster.nic.profile passes scenario validation and is only caught "
-    "by load_profile at run/validate time, whose InputError names source 'profile' and "
-    "key 'cx9-xdr', not the scenario file or the key path cluster.nic.profile"))
 def test_unknown_profile_name_names_file_and_key_path(tmp_path, capsys):
     """The unknown-profile error names the scenario file and cluster.nic.profile."""
     p = scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(profile="cx9-xdr"))
@@ -258,10 +245,6 @@ def test_unknown_profile_name_names_file_and_key_path(tmp_path, capsys):
     assert str(p) in err and "cluster.nic.profile" in err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a bad key in cluster.nic.overrides passes scenario validation; the error from "
-    "Profile.with_overrides at validate/run time names source 'cluster.nic.overrides', "
-    "not the scenario file"))
 def test_bad_profile_override_names_the_file(tmp_path, capsys):
     """A misspelt profile override is rejected naming the file and the override's key."""
     p = scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(
@@ -392,10 +375,6 @@ def test_resolved_yaml_round_trips_through_validation(tmp_path):
     assert raw["cluster"]["topology"] == {"kind": "single_switch"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the resolved YAML writes durations with f'{v:g}ns' (6 significant digits), so "
-    "warmup 1234567ns is saved as 1.23457e+06ns and the resolved copy does not reproduce "
-    "the run"))
 def test_resolved_yaml_keeps_durations_exact(tmp_path):
     """A 7-digit duration survives the resolved copy exactly."""
     p = scenario_file(tmp_path, lambda r: r["run"].update(warmup="1234567ns"))

@@ -97,8 +97,6 @@ def test_fractional_bytes_are_rejected(bad):
         parse_bytes(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: parse_time_ns/parse_rate_bps/parse_freq_hz "
-                   "accept float NaN and infinity (e.g. YAML .nan/.inf) and return them")
 @pytest.mark.parametrize("parse", [parse_time_ns, parse_rate_bps, parse_freq_hz])
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_non_finite_quantities_are_rejected(parse, bad):
@@ -107,9 +105,6 @@ def test_non_finite_quantities_are_rejected(parse, bad):
         parse(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: parse_bytes(float('inf')) raises OverflowError "
-                   "(from int(inf)), not ValueError; the scenario loader lets it escape as a "
-                   "traceback")
 def test_infinite_size_raises_value_error():
     """An infinite size is rejected with ValueError like every other bad size."""
     with pytest.raises(ValueError):
