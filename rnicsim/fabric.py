@@ -5,7 +5,8 @@ Topologies:
 - ``leaf_spine``: NICs spread over ``leaves`` leaf switches (by node, in order), every leaf
   connected to every one of ``spines`` spine switches; the uplink rate is chosen so that a
   leaf's downlink capacity is ``oversubscription`` times its uplink capacity. Routes between
-  leaves pick a spine by a deterministic hash of the NIC pair (ECMP per flow).
+  leaves cross spine ``destination NIC mod spines`` (D-mod-K, as InfiniBand subnet
+  managers route fat trees).
 
 Routes are computed lazily with networkx and cached; a route is the list of link
 directions a message crosses, starting with the sender's egress.
@@ -27,6 +28,7 @@ class Fabric:
                  env=None) -> None:
         link, sw = profile.link, profile.switch
         self.env = env
+        self.mtu_bytes = link.mtu + link.packet_overhead
         self.rate = link.rate
         self.prop = link.propagation
         kind = topology.get("kind", "single_switch")
@@ -46,6 +48,7 @@ class Fabric:
         elif kind == "leaf_spine":
             leaves = int(topology["leaves"])
             spines = int(topology["spines"])
+            self.spines = spines
             over = float(topology.get("oversubscription", 1.0))
             per_leaf_nodes = -(-n_nodes // leaves)
             for s in range(spines):
@@ -66,12 +69,13 @@ class Fabric:
             raise ValueError(f"unknown topology kind {kind!r}")
 
     def _add_switch(self, name: str, sw) -> None:
-        self.switches[name] = Switch(name, sw.latency, sw.buffer_per_port, self.env)
+        self.switches[name] = Switch(name, sw.latency, sw.buffer_per_port, self.env,
+                                     self.mtu_bytes)
         self.graph.add_node(name, kind="switch")
 
     def _attach(self, nic: int, swname: str) -> None:
         self.egress[nic] = LinkDir(f"nic{nic}->{swname}", self.rate, self.prop,
-                                   env=self.env)
+                                   env=self.env, mtu_bytes=self.mtu_bytes)
         self.switches[swname].port(f"nic{nic}", self.rate, self.prop)
         self.nic_switch[nic] = swname
         self.graph.add_edge(f"nic{nic}", swname)
@@ -85,9 +89,13 @@ class Fabric:
         a, b = self.nic_switch[src], self.nic_switch[dst]
         if a == b:
             hops = [a]
+        elif self.kind == "leaf_spine":
+            # Destination-mod-k, as InfiniBand subnet managers route fat trees: traffic to
+            # one NIC always crosses the same spine, and destinations spread evenly.
+            hops = [a, f"spine{dst % self.spines}", b]
         else:
             paths = sorted(nx.all_shortest_paths(self.graph, a, b))
-            hops = paths[(src * 2654435761 + dst * 40503) % len(paths)]
+            hops = paths[dst % len(paths)]
         r = [self.egress[src]]
         for i, s in enumerate(hops):
             nxt = hops[i + 1] if i + 1 < len(hops) else f"nic{dst}"
@@ -105,6 +113,13 @@ class Fabric:
         """Cut the cable of NIC ``nic`` (both directions)."""
         self.down.add(id(self.egress[nic]))
         self.down.add(id(self.switches[self.nic_switch[nic]].ports[f"nic{nic}"]))
+
+    def set_link_rate(self, nic: int, rate_bps: float) -> None:
+        """Run NIC ``nic``'s cable (both directions) at ``rate_bps`` [bit/s]: a slow link."""
+        from .hw.link import set_rate
+
+        set_rate(self.egress[nic], rate_bps)
+        set_rate(self.switches[self.nic_switch[nic]].ports[f"nic{nic}"], rate_bps)
 
     def links(self) -> list[LinkDir]:
         """Every link direction of the fabric."""

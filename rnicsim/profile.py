@@ -197,6 +197,7 @@ class HostSection(BaseModel):
     poll_detect: TimeP              # mean delay from a memory/CQ write to a spinning poller
                                     # seeing it [ns]
     coroutine_switch: TimeP         # user-level context switch [ns]
+    memcpy_rate: RateP              # one core copying memory [bit/s]
     interrupt_latency: TimeP        # completion to handler start with interrupts [ns]
     interrupt_cpu: TimeP            # CPU time of an interrupt + wakeup [ns]
 

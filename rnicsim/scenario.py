@@ -360,29 +360,29 @@ def _fmt_loc(loc: tuple) -> str:
     return out
 
 
+_TAGS = ("value", "ratio", "flat", "dominates", "drop", "single_switch", "leaf_spine")
+
+
 def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
     err = e.errors()[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and
-                                             (p.endswith("Workload") or p.endswith("Claim")
-                                              or p in ("SingleSwitch", "LeafSpine"))))
-    # Discriminated unions put the tag in the location; drop it.
-    loc = tuple(p for p in loc if p not in WORKLOADS and p not in PROTOCOLS and p not in
-                ("value", "ratio", "flat", "dominates", "drop", "single_switch",
-                 "leaf_spine"))
+    raw_loc = tuple(err["loc"])
+    # Discriminated unions put the variant's tag in the location; drop it from the path.
+    loc = tuple(p for p in raw_loc if not (isinstance(p, str) and
+                                           (p in WORKLOADS or p in PROTOCOLS or p in _TAGS)))
     key = prefix + _fmt_loc(loc)
     typ = err["type"]
     if typ == "extra_forbidden":
         msg = "unknown key"
-        try:
-            allowed = _allowed_keys(loc[:-1])
-            if allowed:
-                msg += f"; allowed keys here: {', '.join(allowed)}"
-        except Exception:  # pragma: no cover - best effort hint only
-            pass
+        allowed = _allowed_keys(raw_loc[:-1])
+        if allowed:
+            msg += f"; allowed keys here: {', '.join(allowed)}"
     elif typ == "missing":
         msg = "missing required key"
-    elif typ == "union_tag_invalid" or typ == "union_tag_not_found":
-        msg = f"'kind' must be one of: {', '.join(_tags(loc))}"
+    elif typ in ("union_tag_invalid", "union_tag_not_found"):
+        key = key + ".kind" if key else "kind"
+        msg = f"one of: {', '.join(_tags(loc))}"
+        if "input" in err and isinstance(err["input"], dict) and "kind" in err["input"]:
+            msg += f" (got {err['input']['kind']!r})"
     else:
         msg = err["msg"].replace("Value error, ", "")
         if "input" in err and typ not in ("value_error",):
@@ -402,18 +402,29 @@ def _tags(loc: tuple) -> list[str]:
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
+    """Field names of the model at ``loc`` (a pydantic error location, tags included)."""
     model: Any = _rebuild()
     for part in loc:
         if isinstance(part, int):
             continue
+        if isinstance(part, str) and part in WORKLOADS and model is None:
+            model = WORKLOADS[part]
+            continue
+        if isinstance(part, str) and part in PROTOCOLS and model is None:
+            model = PROTOCOLS[part]
+            continue
+        if model is None:
+            return []
         f = model.model_fields.get(part)
         if f is None:
             return []
         ann = f.annotation
         model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-        if model is None:
-            return []
-    return sorted(model.model_fields)
+        if model is None and part == "topology":
+            model = {"single_switch": SingleSwitch, "leaf_spine": LeafSpine}
+    if isinstance(model, dict):
+        return []
+    return sorted(model.model_fields) if model is not None else []
 
 
 def _set_path(d: dict, path: str, value: Any, source: str, where: str) -> None:
@@ -548,7 +559,7 @@ def _check_sweep(sc: Scenario, raw: dict, source: str) -> None:
     for key, values in sc.sweep.items():
         if not values:
             raise InputError(source, f"sweep.{key}", "a non-empty list of values")
-        if not _path_allowed(key):
+        if not _path_allowed(sc, key):
             raise InputError(source, f"sweep.{key}",
                              "a key path of the scenario such as workload.payload")
     for i, ex in enumerate(sc.sweep_exclude):
@@ -573,16 +584,13 @@ def _check_sweep(sc: Scenario, raw: dict, source: str) -> None:
             raise InputError(source, f"sweep ({at})", f"{err.key}: {err.expected}") from None
 
 
-def _path_allowed(key: str) -> bool:
-    model: Any = _rebuild()
+def _path_allowed(sc: BaseModel, key: str) -> bool:
+    """True when ``key`` names a field of the validated scenario (its concrete kinds)."""
+    obj: Any = sc
     for part in key.split("."):
-        if model is None or not hasattr(model, "model_fields"):
+        if not isinstance(obj, BaseModel) or part not in type(obj).model_fields:
             return False
-        f = model.model_fields.get(part)
-        if f is None:
-            return False
-        ann = f.annotation
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        obj = getattr(obj, part)
     return True
 
 

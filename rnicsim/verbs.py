@@ -236,8 +236,12 @@ class QueuePair:
         self._hw.peer = remote.address
         remote._hw.peer = self.address
 
-    def post_send(self, wrs: Sequence[WorkRequest]):
+    def post_send(self, wrs: Sequence[WorkRequest], event: bool = True):
         """Post ``wrs`` with one doorbell; returns the event of the posting CPU work.
+
+        With ``event=False`` nothing is scheduled for the caller and None is returned: the
+        CPU work is still booked on the thread's core, so anything the thread does next
+        queues behind it (cheaper for loops that do not need to wait for the post).
 
         Raises ValueError for requests the hardware would reject at post time (UD payload
         above the MTU, inline above ``max_inline``, verbs the transport lacks).
@@ -296,10 +300,11 @@ class QueuePair:
             t_nic = hw.db_ready
         hw.db_ready = t_nic
         sim.call_at(t_nic, nic.doorbell, hw, list(wrs))
-        return sim.env.timeout(t - now)
+        return sim.env.timeout(t - now) if event else None
 
-    def post_recv(self, wrs: Sequence[WorkRequest]):
-        """Post receive buffers; returns the event of the posting CPU work.
+    def post_recv(self, wrs: Sequence[WorkRequest], event: bool = True):
+        """Post receive buffers; returns the event of the posting CPU work (None with
+        ``event=False``).
 
         A receive doorbell is a record in host memory (no MMIO), so it costs only the WQE
         build.
@@ -309,7 +314,7 @@ class QueuePair:
         for wr in wrs:
             wr.opcode = RECV
         self.ctx._nic.post_recv(self._hw, list(wrs))
-        return self.sim.env.timeout(t - now)
+        return self.sim.env.timeout(t - now) if event else None
 
     def on_error(self, callback) -> None:
         """Call ``callback(qp)`` when this QP breaks (peer failure, remote access error)."""

@@ -237,7 +237,7 @@ class Microbench:
                 wrs = [WorkRequest(op, sp.payload, (c, k), j == k - 1, inline, None, 0, rkey,
                                    off, None, 0, 1) for j in range(k)]
                 for s in range(0, k, sp.doorbell_batch):
-                    qp.post_send(wrs[s:s + sp.doorbell_batch])
+                    qp.post_send(wrs[s:s + sp.doorbell_batch], event=False)
 
         for c in range(sp.coroutines):
             issue(c)
@@ -287,7 +287,7 @@ class Microbench:
         def flush() -> None:
             b = sp.doorbell_batch
             for s0 in range(0, len(out), b):
-                ts.ud.post_send(out[s0:s0 + b])
+                ts.ud.post_send(out[s0:s0 + b], event=False)
             out.clear()
 
         t_issue = [0.0] * sp.coroutines
@@ -311,7 +311,7 @@ class Microbench:
                     out.append(wr)
                 else:
                     qps = by_peer[m]
-                    qps[int(rng.integers(0, len(qps)))].post_send([wr])
+                    qps[int(rng.integers(0, len(qps)))].post_send([wr], event=False)
 
         if issuing:
             for c in range(sp.coroutines):
@@ -351,7 +351,7 @@ class Microbench:
                         rep.dest = wc.src
                         out.append(rep)
                     else:
-                        self._reply_qp(ts, wc).post_send([rep])
+                        self._reply_qp(ts, wc).post_send([rep], event=False)
                 else:
                     c = imm >> 1
                     if sim.measuring:
@@ -366,7 +366,7 @@ class Microbench:
             for qpn, n in list(consumed.items()):
                 if n >= repost_at:
                     qp = self._qp_by_num(ts, qpn)
-                    qp.post_recv([WorkRequest(RECV, sp.payload) for _ in range(n)])
+                    qp.post_recv([WorkRequest(RECV, sp.payload) for _ in range(n)], event=False)
                     consumed[qpn] = 0
 
     def _qp_by_num(self, ts: _ThreadState, qpn: int):

@@ -71,6 +71,35 @@ class Calendar:
             ends.insert(i, end)
         return cand
 
+    def start_if_booked(self, t: float, dur: float) -> float:
+        """Where :meth:`reserve` would start ``dur`` from ``t`` (books nothing)."""
+        starts, ends = self.starts, self.ends
+        n = len(ends)
+        if n == 0 or t >= ends[-1]:
+            return t
+        i = bisect_right(ends, t)
+        cand = t
+        while i < n and starts[i] < cand + dur:
+            if ends[i] > cand:
+                cand = ends[i]
+            i += 1
+        return cand
+
+    def reserve_packet(self, t: float, dur: float, quantum: float) -> float:
+        """Book one small packet that may slip between the packets of bulk transfers.
+
+        A switch port or PCIe link interleaves packets of different transfers, so a packet
+        never waits more than one ``quantum`` (one MTU packet / one TLP) behind a long
+        transfer booked as a single interval. When the first gap is further away than that,
+        the packet starts one quantum after ``t`` and its time is counted as busy but not
+        booked: the bulk transfer is stretched by a packet, which this calendar does not
+        move (already scheduled arrivals stay valid); the overlap is at most one packet.
+        """
+        if self.start_if_booked(t, dur) <= t + quantum:
+            return self.reserve(t, dur)
+        self.busy_ns += dur
+        return t + quantum
+
     def reserve_split(self, t: float, dur: float, chunk: float) -> tuple[float, float]:
         """Book ``dur`` [ns] from ``t`` on, split over gaps of at least ``chunk`` [ns].
 

@@ -56,6 +56,11 @@ class CpuThread:
         return env.timeout(end - env._now)
 
     @property
+    def busy_ns(self) -> float:
+        """CPU time [ns] booked so far on this thread's core (shared by its threads)."""
+        return self.core.busy_ns
+
+    @property
     def idle_at(self) -> float:
         """When the core finishes the work booked so far [ns]."""
         return self.core.busy_until

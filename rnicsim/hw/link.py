@@ -23,10 +23,10 @@ class LinkDir:
     """One direction of a link (see module doc)."""
 
     __slots__ = ("name", "rate", "prop", "sw_lat", "buffer", "cal", "bytes", "msgs",
-                 "ns_per_byte")
+                 "ns_per_byte", "quantum", "mtu_bytes")
 
     def __init__(self, name: str, rate: float, prop: float, sw_lat: float = 0.0,
-                 buffer: int = 1 << 30, env=None) -> None:
+                 buffer: int = 1 << 30, env=None, mtu_bytes: int = 4096 + 64) -> None:
         self.name = name
         self.rate = rate
         self.ns_per_byte = 8e9 / rate
@@ -34,8 +34,17 @@ class LinkDir:
         self.sw_lat = sw_lat
         self.buffer = buffer
         self.cal = Calendar(env)
+        self.mtu_bytes = mtu_bytes      # on-wire size of a full packet [B]
+        self.quantum = mtu_bytes * self.ns_per_byte
         self.bytes = 0
         self.msgs = 0
+
+
+def set_rate(l: LinkDir, rate: float) -> None:
+    """Change a link direction's data rate [bit/s] (a degraded or slower cable)."""
+    l.rate = rate
+    l.ns_per_byte = 8e9 / rate
+    l.quantum = l.mtu_bytes * l.ns_per_byte
 
 
 def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float | None = None,
@@ -71,7 +80,9 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         if last_pkt and nbytes > last_pkt:
             start, end = l.cal.reserve_split(ready, ser, last_pkt * l.ns_per_byte)
         else:
-            start = l.cal.reserve(ready, ser)
+            # A switch port interleaves packets: a single packet waits at most one MTU
+            # packet behind a bulk message booked as one interval.
+            start = l.cal.reserve_packet(ready, ser, l.quantum)
             end = start + ser
         if start > ready:
             # Lossless: at most `buffer` bytes may wait in front of this port; beyond that

@@ -56,9 +56,10 @@ class Pcie:
         """
         mps = self.mps
         if nbytes <= mps:
+            # One TLP: it interleaves with the TLPs of a bulk write booked earlier.
             wb = nbytes + self.ovh
             dur = wb * self.npb
-            end = self.up.reserve(t, dur) + dur
+            end = self.up.reserve_packet(t, dur, self.tlp_dur) + dur
         else:
             wb = nbytes + (-(-nbytes // mps)) * self.ovh
             end = self.up.reserve_split(t, wb * self.npb, self.tlp_dur)[1]

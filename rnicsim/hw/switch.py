@@ -14,9 +14,11 @@ from .link import LinkDir
 class Switch:
     """A switch named ``name`` with output ports created by :meth:`port`."""
 
-    def __init__(self, name: str, latency: float, buffer: int, env=None) -> None:
+    def __init__(self, name: str, latency: float, buffer: int, env=None,
+                 mtu_bytes: int = 4096 + 64) -> None:
         self.name = name
         self.env = env
+        self.mtu_bytes = mtu_bytes
         self.latency = latency
         self.buffer = buffer
         self.ports: dict[str, LinkDir] = {}
@@ -26,5 +28,5 @@ class Switch:
         p = self.ports.get(to)
         if p is None:
             p = self.ports[to] = LinkDir(f"{self.name}->{to}", rate, prop, self.latency,
-                                         self.buffer, self.env)
+                                         self.buffer, self.env, self.mtu_bytes)
         return p

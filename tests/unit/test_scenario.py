@@ -140,14 +140,14 @@ def test_unknown_workload_kind(tmp_path):
 def test_unknown_topology_kind(tmp_path):
     """An unknown topology kind lists the known kinds."""
     p = scenario_file(tmp_path, lambda r: r["cluster"].update(topology={"kind": "torus"}))
-    rejected(p, "cluster.topology: 'kind' must be one of: single_switch, leaf_spine")
+    rejected(p, "cluster.topology.kind: one of: single_switch, leaf_spine (got 'torus')")
 
 
 def test_unknown_claim_kind(tmp_path):
     """An unknown claim check kind lists the known kinds."""
     p = scenario_file(tmp_path, lambda r: r.update(expected=[
         {"claim": "D1", "kind": "bigger", "metric": "throughput_mops", "published": 1}]))
-    rejected(p, "expected[0]: 'kind' must be one of: value, ratio, flat, dominates, drop")
+    rejected(p, "expected[0].kind: one of: value, ratio, flat, dominates, drop (got 'bigger')")
 
 
 @pytest.mark.parametrize("key, value, words", [

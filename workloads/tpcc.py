@@ -1,0 +1,126 @@
+"""TPC-C New-Order, always distributed (seed 000 sec. 5: "TPC-C/no").
+
+Covers
+    Only New-Order (DrTM+H ``config.xml``: new 100). ``warehouses_per_node`` warehouses
+    per machine (seed 000: 384 on 16 machines = threads); thread ``t`` of a node uses home
+    warehouse ``t mod warehouses_per_node`` of that node. 10 districts, 3,000 customers,
+    100,000 items (stock records per warehouse).
+
+Scenario (DrTM+H ``tpcc_worker_new.cc`` with ``-r 100``)
+    A transaction reads the warehouse, its district (for update) and a customer
+    (NURand(1023)), then for 5-15 distinct items (NURand(8191)) the stock record of a
+    supplying warehouse drawn uniformly among the *other* warehouses with probability
+    ``remote_item_pct``/100 (else the home warehouse): remote when that warehouse lives on
+    another machine, so nearly every New-Order is distributed. The stock reads are
+    independent and go out together (speculative execution, seed 000 sec. 6.1). It
+    writes the district (next order id) and every stock (quantity, ytd, order count,
+    remote count), and inserts the order, new-order and one order line per item (local,
+    logged). Items are read from the local, never written item table (CPU only).
+
+    The district of a transaction is its coroutine's (``coroutine mod 10``): each
+    coroutine acts as one terminal bound to one district, so that the coroutines of a
+    thread do not conflict on ``d_next_o_id`` (DrTM+H runs with ``NO_ABORT``, which hides
+    those conflicts; see PROTOCOL-FACTS 3.1).
+
+CPU: seed 000 Table 3 per phase (E 342, V 454, L 363, C 108 cycles at the host clock),
+plus the transaction logic (item reads, order-line construction, local inserts into the
+order tables), ``logic`` + ``logic_per_item`` x items [ns]: not given by the paper, fitted
+once to DrTM+H's 7.3 M New-Order/s on 16 machines (D16) and used unchanged everywhere.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from protocols.txn.occ import TxnSpec
+from protocols.txn.store import Table
+
+WAREHOUSE, DISTRICT, CUSTOMER, STOCK = 0, 1, 2, 3
+DISTRICTS, CUSTOMERS, ITEMS = 10, 3000, 100_000
+TABLE3_CYCLES = (342, 454, 363, 108)   # seed 000 Table 3, TPC-C: E, V, L, C
+ORDER_BYTES, NEW_ORDER_BYTES, ORDER_LINE_BYTES = 48, 16, 64
+_STOCK = struct.Struct("<qqqq")
+_DIST = struct.Struct("<q")
+
+
+@dataclass(frozen=True)
+class TpccSpec:
+    """Scale and the parameters of the transaction logic (times [ns])."""
+
+    warehouses_per_node: int | None = None     # None: one per thread
+    remote_item_pct: float = 100.0
+    logic: float = 2000.0
+    logic_per_item: float = 3000.0
+    uniform_items: bool = False
+    items: int = ITEMS                          # items (stock records per warehouse)
+
+
+def nurand(rng, a: int, x: int, y: int, c: int) -> int:
+    """TPC-C NURand(A, x, y) with run constant ``c``."""
+    return (((int(rng.integers(0, a + 1)) | int(rng.integers(x, y + 1))) + c)
+            % (y - x + 1)) + x
+
+
+class TpccNewOrder:
+    """The New-Order workload object (see module doc)."""
+
+    def __init__(self, spec: TpccSpec, nodes: int, threads: int, clock_hz: float) -> None:
+        self.spec = spec
+        self.nodes = nodes
+        self.threads = threads
+        self.wpn = spec.warehouses_per_node or threads
+        self.W = self.wpn * nodes
+        wpn = self.wpn
+        ni = self.items = spec.items
+        self.tables = [
+            Table(WAREHOUSE, "warehouse", 96, wpn, lambda w: (w // wpn, w % wpn)),
+            Table(DISTRICT, "district", 96, wpn * DISTRICTS,
+                  lambda k: (k[0] // wpn, (k[0] % wpn) * DISTRICTS + k[1])),
+            Table(CUSTOMER, "customer", 96, wpn * DISTRICTS * CUSTOMERS,
+                  lambda k: (k[0] // wpn, ((k[0] % wpn) * DISTRICTS + k[1]) * CUSTOMERS + k[2])),
+            Table(STOCK, "stock", 32, wpn * ni,
+                  lambda k: (k[0] // wpn, (k[0] % wpn) * ni + k[1])),
+        ]
+        self.phase_ns = tuple(c / clock_hz * 1e9 for c in TABLE3_CYCLES)
+
+    def next_txn(self, rng, node: int, thread: int, co: int) -> TxnSpec:
+        """The next New-Order of a coroutine (inputs drawn once; retries reuse them)."""
+        sp = self.spec
+        w = node * self.wpn + thread % self.wpn
+        d = co % DISTRICTS
+        c = nurand(rng, 1023, 1, CUSTOMERS, 259) - 1
+        n = min(int(rng.integers(5, 16)), self.items)
+        items: list[int] = []
+        while len(items) < n:
+            i = int(rng.integers(0, self.items)) if sp.uniform_items else \
+                (nurand(rng, 8191, 1, ITEMS, 7911) - 1) % self.items
+            if i not in items:
+                items.append(i)
+        supply = []
+        for _ in items:
+            s = w
+            if self.W > 1 and rng.random() * 100 < sp.remote_item_pct:
+                s = int(rng.integers(0, self.W - 1))
+                if s >= w:
+                    s += 1
+            supply.append(s)
+        qty = [int(rng.integers(1, 11)) for _ in items]
+        logic = sp.logic + sp.logic_per_item * n
+
+        def body(tx):
+            yield from tx.read_many([(WAREHOUSE, w, False), (DISTRICT, (w, d), True),
+                                     (CUSTOMER, (w, d, c), False)])
+            stocks = yield from tx.read_many([(STOCK, (s, i)) for s, i in zip(supply, items)],
+                                             True)
+            dist = yield from tx.read(DISTRICT, (w, d))
+            yield tx.compute(logic)
+            tx.write(DISTRICT, (w, d), _DIST.pack(_DIST.unpack_from(dist)[0] + 1) + dist[8:])
+            for s, i, q, raw in zip(supply, items, qty, stocks):
+                quantity, ytd, cnt, remote = _STOCK.unpack(raw)
+                quantity += 50                      # stored relative to an initial 50
+                quantity = quantity - q if quantity >= q + 10 else quantity - q + 91
+                tx.write(STOCK, (s, i), _STOCK.pack(quantity - 50, ytd + q, cnt + 1,
+                                                    remote + (s != w)))
+            tx.insert(ORDER_BYTES + NEW_ORDER_BYTES + ORDER_LINE_BYTES * n)
+
+        return TxnSpec("new_order", body, False, self.phase_ns)
