@@ -1,0 +1,486 @@
+"""Two-sided RPC over RDMA: UD SEND/RECV, RC SEND/RECV and RC WRITE-with-IMM.
+
+Scope
+    One :class:`Endpoint` per worker thread: the thread's verbs context and completion
+    queue (a :class:`protocols.runtime.Worker`), one UD QP (UD transport) and one RC QP
+    pair per peer node (``qps_per_peer`` pairs with the 80-node emulation) connecting
+    thread ``i`` of node ``n`` with thread ``i`` of node ``m``, as DrTM+H and FaSST pair
+    their threads. A :class:`Mesh` builds the endpoints of a cluster; the RC QPs serve
+    one-sided verbs as well as RC RPCs.
+
+    - Requests go to the same thread index on the destination node; handlers run in the
+      destination thread's event loop and their CPU (``dispatch`` per message plus what
+      the handler returns) is booked on that thread's core, delaying its coroutines.
+    - Doorbell batching: messages produced while a thread is continuously busy (one pass
+      of its event loop: coroutines resumed back to back, handlers of one poll) are held
+      until the thread would poll again and posted then, ``doorbell_batch`` WQEs per
+      doorbell on one QP. Over UD every message uses the thread's single QP, so they all
+      share doorbells; over RC each destination is its own QP (batches only per peer).
+    - Passive ACK: a call with ``reply=False`` asks for no reply (commit, log reclaim);
+      with ``coalesce`` (piggybacking), messages of one batch for the same destination
+      thread travel in one SEND (a reply rides on a request going the same way).
+    - UD: one packet per message (at most the MTU); RECVs are replenished in batches of
+      8 as they are consumed; the queue is sized so that no message is dropped.
+    - WRITE-with-IMM: the message is written into a ring on the peer (real RC WRITE of the
+      message length), the 4-byte immediate announces it; the ring's content is passed to
+      the receiver in posting order (RC delivers in order).
+
+    Signaled sends: every ``signal_every``-th send (to reclaim send-queue slots).
+
+Ports
+    :meth:`Endpoint.call` (issue RPCs, returns a :class:`Waiter`), :meth:`Endpoint.register`
+    (handler per id), :meth:`Endpoint.post_group` (one-sided verbs on several QPs with one
+    wait), :meth:`Endpoint.rc_qp` (the RC QP to a peer).
+
+Params
+    :class:`RpcConfig`: transport, doorbell batch [WQEs], coalesce, header [B], dispatch
+    [ns], signal_every, recv batch.
+
+This module uses only :mod:`rnicsim.verbs`, the cluster builder and the runtime.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rnicsim.verbs import (RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, WRITE_WITH_IMM, Context,
+                           WorkRequest)
+
+from .runtime import Worker
+
+TRANSPORTS = ("ud", "rc", "write_imm")
+
+# Message kinds inside a SEND (several may be coalesced into one).
+_REQ, _REP = 0, 1
+
+
+@dataclass(frozen=True)
+class RpcConfig:
+    """How RPCs travel. Sizes [B], times [ns]."""
+
+    transport: str = "ud"
+    doorbell_batch: int = 16          # WQEs per doorbell (FaSST postlist 16)
+    coalesce: bool = False            # piggyback messages to one destination in one SEND
+    header: int = 8                   # per message header (type, id, length)
+    dispatch: float = 40.0            # CPU per received message: parse + dispatch [ns]
+    signal_every: int = 16
+    recv_batch: int = 8               # RECVs reposted per batch
+    ring: int = 1 << 20               # WRITE_IMM ring per sender thread [B]
+
+    def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"transport: one of {', '.join(TRANSPORTS)}, "
+                             f"not {self.transport!r}")
+        if self.doorbell_batch < 1 or self.signal_every < 1 or self.recv_batch < 1:
+            raise ValueError("doorbell_batch, signal_every, recv_batch: >= 1")
+
+
+class Waiter:
+    """A join of several completions and RPC replies; ``event`` fires when all are in.
+
+    ``results`` maps the tag of each signaled one-sided WR (the ``wr_id`` it was posted
+    with) to its completion, and ``replies`` the RPC reply payloads by call index. Resuming the waiting coroutine costs one coroutine
+    switch on its thread.
+    """
+
+    __slots__ = ("event", "remaining", "results", "replies", "ep")
+
+    def __init__(self, ep: "Endpoint") -> None:
+        self.ep = ep
+        self.event = ep.sim.event()
+        self.remaining = 0
+        self.results: dict = {}
+        self.replies: dict[int, Any] = {}
+
+    def _done_one(self) -> None:
+        self.remaining -= 1
+        if self.remaining == 0:
+            ep = self.ep
+            now = ep.sim.env._now
+            end = ep.thread.reserve(now, ep.switch_ns)
+            ev = self.event
+            ev._ok = True
+            ev._value = self
+            ep.sim.env.schedule(ev, delay=end - now)
+
+    def arm(self):
+        """The event to yield; fires at once (after a switch) when nothing is pending."""
+        if self.remaining == 0:
+            self.remaining = 1
+            self._done_one()
+        return self.event
+
+
+class Endpoint(Worker):
+    """A worker thread with RPC and grouped one-sided waits (see module doc)."""
+
+    def __init__(self, mesh: "Mesh", node: int, index: int) -> None:
+        super().__init__(mesh.cluster, node, index)
+        self.mesh = mesh
+        self.cfg = mesh.cfg
+        self.ud = None
+        self.rc: dict[int, list] = {}         # peer node -> [QueuePair]
+        self._rc_rr: dict[int, int] = {}
+        self._handlers: dict[int, Callable] = {}
+        self._calls: dict[int, tuple[Waiter, int]] = {}
+        self._next_call = 0
+        self._out: dict[Any, list] = {}        # QP (or UD) -> [(dest key, item, length)]
+        self._flush_at = -1.0
+        self._sends = 0
+        self._consumed: dict[int, int] = {}
+        self._qp_by_num: dict[int, Any] = {}
+        self._ring_in: dict[int, deque] = {}   # WRITE_IMM: qpn of the receiving QP -> items
+        self._ring_pos: dict[int, int] = {}
+        self.ring_mr = None
+        self.scratch = self.ctx.reg_mr(1 << 16, name=f"scratch n{node} t{index}")
+        self.rx_msgs = 0
+
+    # ------------------------------------------------------------------ set-up
+    def _add_qp(self, qp) -> None:
+        self._qp_by_num[qp.qp_num] = qp
+        self.on_recv(qp, self._on_message)
+
+    def rc_qp(self, peer: int):
+        """The RC QP towards node ``peer`` (round robin over its QPs)."""
+        qps = self.rc[peer]
+        if len(qps) == 1:
+            return qps[0]
+        i = self._rc_rr.get(peer, 0)
+        self._rc_rr[peer] = i + 1
+        return qps[i % len(qps)]
+
+    def register(self, hid: int, fn: Callable) -> None:
+        """Handler ``fn(src_node, payload) -> (reply, reply_len, cpu_ns)`` for id ``hid``.
+
+        ``reply`` is ignored when the caller asked for none; ``cpu_ns`` is the handler's
+        work, booked on this thread before the reply is posted.
+        """
+        self._handlers[hid] = fn
+
+    # ------------------------------------------------------------------ one-sided
+    def post_group(self, posts, waiter: Waiter | None = None) -> Waiter:
+        """Post each ``(qp, [wr, ...])`` (one doorbell per QP list); the returned waiter
+        counts their signaled WRs and files each completion under the WR's ``wr_id``
+        (its tag). Unsignaled WRs are fire and forget."""
+        w = waiter or Waiter(self)
+        for qp, wrs in posts:
+            for wr in wrs:
+                if wr.signaled:
+                    wr.wr_id = (w, wr.wr_id)
+                    w.remaining += 1
+            qp.post_send(wrs)
+        return w
+
+    def post_nowait(self, qp, wrs) -> None:
+        """Post without waiting; every ``signal_every``-th post is signaled (ignored)."""
+        self._sends += 1
+        if self._sends % self.cfg.signal_every == 0:
+            wrs[-1].signaled = True
+            wrs[-1].wr_id = None
+        qp.post_send(wrs)
+
+    # ------------------------------------------------------------------ RPC
+    def call(self, dst: int, hid: int, payload: Any, length: int, reply: bool = True,
+             waiter: Waiter | None = None, index: int = 0) -> Waiter:
+        """Send request ``payload`` (``length`` bytes of user data) to handler ``hid`` on
+        node ``dst`` (same thread index). With ``reply``, the waiter counts the reply and
+        stores it at ``waiter.replies[index]``."""
+        w = waiter or Waiter(self)
+        cid = -1
+        if reply:
+            self._next_call += 1
+            cid = self._next_call
+            self._calls[cid] = (w, index)
+            w.remaining += 1
+        self._enqueue(dst, self.index, (_REQ, cid, hid, payload), length)
+        return w
+
+    def _enqueue(self, dst_node: int, dst_thread: int, item: tuple, length: int,
+                 via=None) -> None:
+        cfg = self.cfg
+        if cfg.transport == "ud":
+            key = self.ud
+        else:
+            key = via if via is not None else self.rc_qp(dst_node)
+        q = self._out.get(key)
+        if q is None:
+            q = self._out[key] = []
+        q.append(((dst_node, dst_thread), item, length + cfg.header))
+        if self._flush_at < 0:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        sim = self.sim
+        t = self.thread.idle_at
+        now = sim.env._now
+        self._flush_at = t if t > now else now
+        sim.call_at(self._flush_at, self._flush)
+
+    def _flush(self) -> None:
+        # Post when the thread has nothing more booked: the end of its loop pass.
+        if self.thread.idle_at > self.sim.env._now:
+            self._schedule_flush()
+            return
+        self._flush_at = -1.0
+        cfg = self.cfg
+        mtu = self.ctx.mtu
+        out = self._out
+        self._out = {}
+        for key, msgs in out.items():
+            if cfg.coalesce:
+                merged: dict = {}
+                order = []
+                for dest, item, ln in msgs:
+                    m = merged.get(dest)
+                    if m is None or m[1] + ln > mtu:
+                        m = merged[dest] = [[], 0]
+                        order.append((dest, m))
+                    m[0].append(item)
+                    m[1] += ln
+                sends = [(dest, m[0], m[1]) for dest, m in order]
+            else:
+                sends = [(dest, [item], ln) for dest, item, ln in msgs]
+            wrs = []
+            for dest, items, ln in sends:
+                wrs.append(self._wr(key, dest, items, ln))
+            b = cfg.doorbell_batch
+            for s in range(0, len(wrs), b):
+                key.post_send(wrs[s:s + b])
+
+    def _wr(self, qp, dest, items, ln):
+        cfg = self.cfg
+        self._sends += 1
+        sig = self._sends % cfg.signal_every == 0
+        inline = ln <= self.ctx.max_inline
+        if cfg.transport == "write_imm":
+            peer = self.mesh.endpoints[dest]
+            rq = self.mesh.peer_qp[qp.qp_num, qp.ctx.nic_id]
+            peer._ring_in.setdefault(rq.qp_num, deque()).append(items)
+            pos = self._ring_pos.get(qp.qp_num, 0)
+            if pos + ln > cfg.ring:
+                pos = 0
+            self._ring_pos[qp.qp_num] = pos + ln
+            return WorkRequest(WRITE_WITH_IMM, ln, None, sig, inline, None, 0,
+                               peer.ring_mr.rkey, self.mesh.ring_base(self, peer) + pos, 1)
+        wr = WorkRequest(SEND_WITH_IMM, ln, None, sig, inline, None, 0, None, 0, 1)
+        wr.data = items
+        if cfg.transport == "ud":
+            wr.dest = self.mesh.endpoints[dest].ud.address
+        return wr
+
+    def _on_message(self, wc) -> None:
+        """Event-loop handler of a received SEND / WRITE-with-IMM (one or more items)."""
+        sim = self.sim
+        th = self.thread
+        qpn = wc.qp_num
+        qp = self._qp_by_num[qpn]
+        if wc.opcode == RECV_RDMA_WITH_IMM:
+            items = self._ring_in[qpn].popleft()
+        else:
+            items = wc.data
+        self.rx_msgs += 1
+        c = self._consumed.get(qpn, 0) + 1
+        if c >= self.cfg.recv_batch:
+            qp.post_recv([self.mesh.recv_wr] * c)
+            c = 0
+        self._consumed[qpn] = c
+        dispatch = self.cfg.dispatch
+        for item in items:
+            th.reserve(sim.env._now, dispatch)
+            kind, cid, a, b = item
+            if kind == _REQ:
+                fn = self._handlers[a]
+                src = self._src_of(wc, qp)
+                reply, rlen, cpu = fn(src[0], b)
+                if cpu:
+                    th.reserve(sim.env._now, cpu)
+                if cid >= 0:
+                    self._enqueue(src[0], src[1], (_REP, cid, 0, reply), rlen,
+                                  via=None if self.cfg.transport == "ud" else qp)
+            else:
+                w, index = self._calls.pop(cid)
+                w.replies[index] = b
+                w._done_one()
+
+    def _src_of(self, wc, qp) -> tuple[int, int]:
+        if self.cfg.transport == "ud":
+            return self.mesh.by_address[wc.src]
+        return self.mesh.qp_owner[qp.qp_num, qp.ctx.nic_id]
+
+    # ------------------------------------------------------------------ event loop
+    def _poll_loop(self):
+        """Completions carry ``(Waiter, tag)`` as wr_id (or None: ignored); receives go
+        to the message handler of their QP."""
+        handlers = self._recv_handlers
+        while True:
+            wcs = yield self.cq.wait()
+            self.completions += len(wcs)
+            for wc in wcs:
+                op = wc.opcode
+                if op == RECV or op == RECV_RDMA_WITH_IMM:
+                    h = handlers.get(wc.qp_num)
+                    if h is not None:
+                        h(wc)
+                    continue
+                wid = wc.wr_id
+                if wid is None:
+                    continue
+                if wc.status:
+                    raise RuntimeError(f"n{self.node}/t{self.index}: work request failed: "
+                                       f"{wc!r}")
+                w = wid[0]
+                w.results[wid[1]] = wc
+                w._done_one()
+
+
+class Mesh:
+    """Endpoints of every (node, thread) of a cluster, wired for RPC and one-sided verbs.
+
+    ``rc`` builds one RC QP pair per (node, peer, thread index) (``qps_per_peer`` pairs
+    with the 80-node emulation); ``ud`` one UD QP per thread. RECV queues are deep enough
+    for every message peers can have in flight (``in_flight`` messages per peer thread).
+    """
+
+    def __init__(self, cluster, threads: int, cfg: RpcConfig, rc: bool = True,
+                 qps_per_peer: int = 1, in_flight: int = 16) -> None:
+        self.cluster = cluster
+        self.sim = cluster.sim
+        self.cfg = cfg
+        self.threads = threads
+        n = len(cluster.nodes)
+        self.nodes = n
+        self.recv_wr = WorkRequest(RECV, 4096)
+        self.endpoints: dict[tuple[int, int], Endpoint] = {}
+        self.by_address: dict[tuple[int, int], tuple[int, int]] = {}
+        self.qp_owner: dict[tuple[int, int], tuple[int, int]] = {}
+        self.peer_qp: dict[tuple[int, int], Any] = {}
+        for node in range(n):
+            for i in range(threads):
+                self.endpoints[(node, i)] = Endpoint(self, node, i)
+        depth = 2 * in_flight * n + 4 * cfg.recv_batch
+        if cfg.transport == "ud":
+            for (node, i), ep in self.endpoints.items():
+                ep.ud = ep.create_qp("UD")
+                ep._add_qp(ep.ud)
+                ep.ud.post_recv([self.recv_wr] * depth)
+                self.by_address[ep.ud.address] = (node, i)
+        if cfg.transport == "write_imm":
+            for (node, i), ep in self.endpoints.items():
+                ep.ring_mr = Context(cluster, node, 0).reg_mr(max(1, n * threads) * cfg.ring,
+                                                             name=f"rpc ring n{node}")
+        if rc or cfg.transport != "ud":
+            two_sided = cfg.transport != "ud"
+            for node in range(n):
+                for m in range(node + 1, n):
+                    for i in range(threads):
+                        a, b = self.endpoints[(node, i)], self.endpoints[(m, i)]
+                        for _ in range(qps_per_peer):
+                            qa, qb = a.create_qp("RC"), b.create_qp("RC")
+                            qa.connect(qb)
+                            a.rc.setdefault(m, []).append(qa)
+                            b.rc.setdefault(node, []).append(qb)
+                            # the owner of the far end, as seen from each end
+                            self.qp_owner[qa.qp_num, qa.ctx.nic_id] = (m, i)
+                            self.qp_owner[qb.qp_num, qb.ctx.nic_id] = (node, i)
+                            self.peer_qp[qa.qp_num, qa.ctx.nic_id] = qb
+                            self.peer_qp[qb.qp_num, qb.ctx.nic_id] = qa
+                            if two_sided:
+                                a._add_qp(qa)
+                                b._add_qp(qb)
+                                per = 2 * in_flight + 4 * cfg.recv_batch
+                                qa.post_recv([self.recv_wr] * per)
+                                qb.post_recv([self.recv_wr] * per)
+
+    def ring_base(self, sender: Endpoint, receiver: Endpoint) -> int:
+        """Offset of ``sender``'s WRITE-with-IMM ring in ``receiver``'s ring region."""
+        return (sender.node * self.threads + sender.index) * self.cfg.ring
+
+    def endpoint(self, node: int, thread: int) -> Endpoint:
+        """The endpoint of thread ``thread`` of node ``node``."""
+        return self.endpoints[(node, thread)]
+
+
+# ---------------------------------------------------------------------- RPC benchmark
+@dataclass
+class RpcBenchSpec:
+    """An RPC throughput point: every thread's coroutines call random peers.
+
+    Each coroutine keeps ``outstanding`` RPCs in flight (request ``req`` bytes, reply
+    ``rep`` bytes, handler ``handler`` ns); with ``reply=False`` it sends one-way messages
+    and counts them as done once posted.
+    """
+
+    transport: str = "ud"
+    req: int = 64
+    rep: int = 64
+    threads: int = 24
+    coroutines: int = 8
+    outstanding: int = 4
+    doorbell_batch: int = 16
+    handler: float = 0.0
+    coalesce: bool = False
+
+
+def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 1,
+                  seed: int = 1, warmup_ns: float = 30_000.0, measure_ns: float = 30_000.0,
+                  topology: dict | None = None, cores: int | None = None) -> dict[str, float]:
+    """Run an RPC throughput point and return its metrics (per machine)."""
+    from rnicsim.cluster import Cluster
+    from rnicsim.sim import Simulation
+
+    sim = Simulation(seed)
+    cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores, topology=topology)
+    cfg = RpcConfig(transport=spec.transport, doorbell_batch=spec.doorbell_batch,
+                    coalesce=spec.coalesce)
+    mesh = Mesh(cluster, spec.threads, cfg, rc=spec.transport != "ud",
+                in_flight=spec.coroutines * spec.outstanding)
+    cluster.setup_done()
+    done = [0]
+    handler = spec.handler
+    rep = spec.rep
+
+    def echo(src, payload):
+        return None, rep, handler
+
+    for ep in mesh.endpoints.values():
+        ep.register(1, echo)
+
+    def coroutine(ep: Endpoint, c: int):
+        rng = sim.rng(f"rpcbench/n{ep.node}/t{ep.index}/c{c}")
+        peers = [m for m in range(nodes) if m != ep.node]
+        while True:
+            t0 = sim.now
+            w = Waiter(ep)
+            for k in range(spec.outstanding):
+                m = peers[int(rng.integers(0, len(peers)))]
+                ep.call(m, 1, None, spec.req, True, w, k)
+            yield w.arm()
+            if sim.measuring:
+                done[0] += spec.outstanding
+                sim.stats.hist("lat").add(sim.now - t0)
+
+    for ep in mesh.endpoints.values():
+        for c in range(spec.coroutines):
+            ep.spawn(coroutine, c)
+    sim.measure(warmup_ns, measure_ns)
+    sim.run(until=warmup_ns + measure_ns)
+    h = sim.stats.hist("lat").summary()
+    total = done[0] / measure_ns * 1e3
+    cores = [n.thread(i).core for n in cluster.nodes for i in range(spec.threads)]
+    util = sum(c.busy_ns for c in {id(c): c for c in cores}.values()) / len(cores) / sim.now
+    return {"throughput_mops": total / nodes, "throughput_mops_total": total,
+            "lat_p50_us": h["p50"] / 1e3, "lat_p90_us": h["p90"] / 1e3,
+            "lat_p99_us": h["p99"] / 1e3, "cpu_util": min(1.0, util)}
+
+
+def run_scenario_point(sc, profile) -> dict[str, float]:
+    """Run one point of a scenario whose workload kind is ``rpc``."""
+    w = sc.workload
+    spec = RpcBenchSpec(transport=w.transport, req=w.request, rep=w.reply,
+                        threads=sc.cluster.threads, coroutines=w.coroutines,
+                        outstanding=w.outstanding, doorbell_batch=w.doorbell_batch,
+                        handler=w.handler, coalesce=w.coalesce)
+    return run_rpc_bench(profile, spec, sc.cluster.nodes, sc.cluster.nic.per_node,
+                         sc.run.seed, sc.run.warmup, sc.run.measure,
+                         sc.cluster.topology.model_dump(), sc.cluster.cores)

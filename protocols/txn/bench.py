@@ -1,0 +1,141 @@
+"""Transaction benchmark runner: builds a cluster, store and OCC system, runs a workload.
+
+:func:`build` wires everything for one point (used by tests too); :func:`run_txn_bench`
+runs the measured window and returns the metrics; :func:`run_scenario_point` is the
+runner of the ``txn`` workload kind (see :mod:`protocols.txn.scenario_kinds`).
+
+Metrics
+    ``throughput_mtxns`` (committed transactions per second in the cluster [M/s]),
+    ``throughput_mtxns_per_node``, ``lat_p50_us``/``lat_p90_us``/``lat_p99_us`` (first
+    attempt to commit, retries included), ``abort_rate`` (aborted attempts / all
+    attempts), ``round_trips_per_txn`` (network round trips a committed transaction's
+    attempts waited for), ``lat_exec_us``/``lat_validate_us``/``lat_log_us``/
+    ``lat_commit_us`` (mean per-phase latency of committing attempts), ``cpu_util``
+    (worker cores), ``committed`` (count in the window).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rnicsim.cluster import Cluster
+from rnicsim.sim import Simulation
+
+from ..rpc import Mesh, RpcConfig
+from .occ import OccConfig, OccSystem
+from .store import Store
+
+
+@dataclass
+class Bench:
+    """Everything of one built point."""
+
+    sim: Simulation
+    cluster: Cluster
+    mesh: Mesh
+    store: Store
+    occ: OccSystem
+    workload: Any
+    threads: int
+    coroutines: int
+
+
+def make_workload(benchmark: str, params: dict, nodes: int, threads: int, clock_hz: float):
+    """The workload object of ``benchmark`` (smallbank, tpcc, tpce) with ``params``."""
+    if benchmark == "smallbank":
+        from workloads.smallbank import SmallBank, SmallBankSpec
+        return SmallBank(SmallBankSpec(**params), nodes, threads, clock_hz)
+    if benchmark == "tpcc":
+        from workloads.tpcc import TpccNewOrder, TpccSpec
+        return TpccNewOrder(TpccSpec(**params), nodes, threads, clock_hz)
+    if benchmark == "tpce":
+        from workloads.tpce import CustomerPosition, TpceSpec
+        return CustomerPosition(TpceSpec(**params), nodes, threads, clock_hz)
+    raise ValueError(f"benchmark: smallbank, tpcc or tpce, not {benchmark!r}")
+
+
+def build(profile, nodes: int, threads: int, workload, cfg: OccConfig, coroutines: int,
+          nics_per_node: int = 1, seed: int = 1, qps_per_peer: int = 1,
+          topology: dict | None = None, cores: int | None = None, history=None) -> Bench:
+    """Cluster, endpoints, store and OCC system for one point (set-up CPU not charged)."""
+    sim = Simulation(seed)
+    cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores, topology=topology)
+    mesh = Mesh(cluster, threads, cfg.rpc, rc=True, qps_per_peer=qps_per_peer,
+                in_flight=2 * coroutines + 8)
+    store = Store(cluster, workload.tables, threads, cfg.rep_factor,
+                  cache_warm=cfg.index_cache)
+    occ = OccSystem(mesh, store, cfg, history)
+    cluster.setup_done()
+    return Bench(sim, cluster, mesh, store, occ, workload, threads, coroutines)
+
+
+def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
+                  drain: bool = False) -> dict[str, float]:
+    """Run ``b`` for the warm-up and window; return the metrics (see module doc).
+
+    With ``drain``, no transaction starts after the window and the run continues until
+    every started one has finished (for checks on the final state).
+    """
+    sim = b.sim
+    b.occ.start(b.workload, b.coroutines)
+    sim.measure(warmup_ns, measure_ns)
+    sim.run(until=warmup_ns + measure_ns)
+    end = sim.now
+    if drain:
+        b.occ.stop()
+        sim.run()
+    return metrics(b, measure_ns, end)
+
+
+def metrics(b: Bench, measure_ns: float, end_ns: float) -> dict[str, float]:
+    """Metrics of the measured window of a finished run."""
+    st = b.occ.stats
+    h = b.sim.stats.hist("txn_lat").summary()
+    n = max(1, st.committed)
+    nodes = len(b.cluster.nodes)
+    cores = {id(c): c for nd in b.cluster.nodes for c in
+             (nd.thread(i).core for i in range(b.threads))}.values()
+    util = sum(c.busy_ns for c in cores) / max(1, len(cores)) / max(1.0, end_ns)
+    tput = st.committed / measure_ns * 1e3
+    return {
+        "throughput_mtxns": tput,
+        "throughput_mtxns_per_node": tput / nodes,
+        "lat_p50_us": h["p50"] / 1e3,
+        "lat_p90_us": h["p90"] / 1e3,
+        "lat_p99_us": h["p99"] / 1e3,
+        "abort_rate": st.aborted / max(1, st.aborted + st.committed),
+        "round_trips_per_txn": st.round_trips / n,
+        "lat_exec_us": st.phase_ns[0] / n / 1e3,
+        "lat_validate_us": st.phase_ns[1] / n / 1e3,
+        "lat_log_us": st.phase_ns[2] / n / 1e3,
+        "lat_commit_us": st.phase_ns[3] / n / 1e3,
+        "cpu_util": min(1.0, util),
+        "committed": float(st.committed),
+    }
+
+
+def config_of(proto) -> OccConfig:
+    """The :class:`OccConfig` of a scenario's ``occ`` protocol block."""
+    from .systems import preset
+
+    cfg = preset(proto.preset, **proto.overrides())
+    # Passive ACK piggybacks RPC replies on requests unless told otherwise.
+    coalesce = cfg.passive_ack if proto.coalesce is None else proto.coalesce
+    rpc = RpcConfig(transport=proto.rpc_transport, doorbell_batch=proto.doorbell_batch,
+                    coalesce=coalesce)
+    return replace(cfg, rpc=rpc)
+
+
+def run_scenario_point(sc, profile) -> dict[str, float]:
+    """Run one point of a scenario whose workload kind is ``txn``."""
+    w = sc.workload
+    proto = sc.protocol
+    if proto is None or proto.kind != "occ":
+        raise ValueError("workload kind txn needs protocol kind occ")
+    cfg = config_of(proto)
+    wl = make_workload(w.benchmark, w.params(), sc.cluster.nodes, sc.cluster.threads,
+                       profile.host.clock)
+    b = build(profile, sc.cluster.nodes, sc.cluster.threads, wl, cfg, w.coroutines,
+              sc.cluster.nic.per_node, sc.run.seed, proto.qps_per_peer,
+              sc.cluster.topology.model_dump(), sc.cluster.cores)
+    return run_txn_bench(b, sc.run.warmup, sc.run.measure)

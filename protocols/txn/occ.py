@@ -1,0 +1,798 @@
+"""OCC over RDMA with a primitive choice per phase (DrTM+H's execution framework).
+
+Scope
+    Coordinator coroutines on worker threads run transactions written against a small
+    API (:class:`Txn`: ``read``/``read_many``/``write``/``insert``/``compute``) that hides
+    the protocol. A read-write transaction goes through four phases (seed 000 sec. 2.2):
+
+    ====  ==========================  ===========================  ========================
+    E     one-sided: READ the record  two-sided: one RPC per       hybrid: READ on a
+          (index cache hit) or READ   destination (reads batched)  location-cache hit,
+          the index bucket, then the                               RPC on a miss (the
+          record                                                   reply refills the cache)
+    V     lock: CAS(0 -> owner) +     lock RPC (lock and read the  -
+          READ version, one doorbell  version at the primary)
+          validate: READ lock+version validate RPC
+    L     WRITE the log into a ring   log RPC (the handler copies  -
+          on every backup             it)
+    C     WRITE version+value, WRITE  commit RPC (install, unlock) -
+          0 to the lock, one doorbell
+    ====  ==========================  ===========================  ========================
+
+    Read-only transactions read (as E, with ``ro_read``) and validate (``ro_validate``)
+    unless they made a single read. Validation of the read set follows locking (two round
+    trips when a transaction has both), which OCC needs for serializability.
+    FaSST's OCC (``lock_in_execution``) reads and locks write-set records during
+    execution (read-lock RPC, or CAS + READ), validates the rest, logs to the
+    coordinator's backups and commits.
+
+    Options: ``outstanding`` (the reads of one ``read_many`` and the requests of a phase
+    go out together; otherwise one at a time), ``passive_ack`` (commit acknowledgements
+    off the critical path: one-sided WRITEs unsignaled, commit RPCs without reply),
+    doorbell batching of RPCs (:class:`protocols.rpc.RpcConfig`), the location cache.
+
+    Conflicts: a read that finds the record locked, a lock that finds it locked, or a
+    version changed since it was read abort the transaction; its locks are released
+    (WRITE 0 / release RPC, no reply) and it is retried after a random back-off.
+
+    CPU: per phase the workload's cost (seed 000 Table 3, cycles at the host clock) on
+    the coordinator; handlers book ``rpc.dispatch`` + ``record_op`` per record (+ copy per
+    log byte) on the serving thread; local records cost ``local_access``.
+
+    Logging: the log goes to the backups of every node written plus the coordinator's
+    (DrTM+H) or to the coordinator's backups (FaSST). Backups apply entries lazily: every
+    ``reclaim_every`` entries a coordinator sends one reclaim message (no reply) to a
+    backup, whose handler installs them in its backup copies.
+
+Metrics (see :class:`TxnStats`): committed transactions, aborts, latency from the first
+attempt to commit, per-phase latency of the committing attempt, round trips.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rnicsim.verbs import CAS, READ, WRITE, WorkRequest
+
+from ..rpc import Endpoint, RpcConfig, Waiter
+from .store import HEADER, Store, pack_u64, parse_header, parse_record
+
+MODES = ("one_sided", "two_sided", "hybrid")
+TWO = ("one_sided", "two_sided")
+
+H_READ, H_READ_LOCK, H_LOCK, H_VALIDATE, H_LOG, H_COMMIT, H_RELEASE, H_RECLAIM = range(1, 9)
+KEY_BYTES = 12          # table id + key in a request
+VER_BYTES = 8
+ZERO8 = bytes(8)
+
+
+@dataclass(frozen=True)
+class SoftwareCosts:
+    """CPU of the transaction layer's own work [ns] (not the workload's)."""
+
+    local_access: float = 60.0      # read/lock/install a record in local memory
+    record_op: float = 80.0         # a handler's index lookup + operation, per record
+    copy_per_byte: float = 0.1      # memcpy of a log (about 10 GB/s)
+    log_apply: float = 60.0         # the log cleaner installing one logged write
+    cache_lookup: float = 20.0      # a location-cache probe
+    backoff: float = 1000.0         # base of the random back-off after an abort [ns]
+
+
+@dataclass(frozen=True)
+class OccConfig:
+    """Primitive per phase and options (see module doc)."""
+
+    execution: str = "hybrid"
+    index_cache: bool = True
+    lock: str = "one_sided"
+    validate: str = "one_sided"
+    log: str = "one_sided"
+    commit: str = "one_sided"
+    ro_read: str = "hybrid"
+    ro_validate: str = "one_sided"
+    passive_ack: bool = True
+    outstanding: bool = True
+    lock_in_execution: bool = False
+    log_to: str = "participants"
+    rep_factor: int = 2
+    reclaim_every: int = 1
+    rpc: RpcConfig = RpcConfig()
+    costs: SoftwareCosts = SoftwareCosts()
+
+    def __post_init__(self) -> None:
+        for k in ("execution", "ro_read"):
+            if getattr(self, k) not in MODES:
+                raise ValueError(f"{k}: one of {', '.join(MODES)}")
+        for k in ("lock", "validate", "log", "commit", "ro_validate"):
+            if getattr(self, k) not in TWO:
+                raise ValueError(f"{k}: one of {', '.join(TWO)}")
+        if self.log_to not in ("participants", "coordinator"):
+            raise ValueError("log_to: participants or coordinator")
+
+
+class Abort(Exception):
+    """A conflict: the transaction aborts and is retried."""
+
+
+class _Rec:
+    __slots__ = ("table", "key", "node", "slot", "version", "value", "locked", "new",
+                 "unit", "for_update")
+
+    def __init__(self, table: int, key, node: int, slot: int) -> None:
+        self.table = table
+        self.key = key
+        self.node = node
+        self.slot = slot
+        self.version = -1
+        self.value = b""
+        self.locked = False
+        self.new: bytes | None = None
+        self.unit = 0
+        self.for_update = False
+
+
+@dataclass
+class TxnSpec:
+    """One transaction of a workload: ``body(tx)`` is a generator using the :class:`Txn`
+    API; ``phase_ns`` the coordinator CPU per phase (E, V, L, C) [ns]."""
+
+    name: str
+    body: Callable[["Txn"], Any]
+    read_only: bool = False
+    phase_ns: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass
+class TxnStats:
+    """Counters of the measured window."""
+
+    committed: int = 0
+    aborted: int = 0
+    round_trips: int = 0
+    by_type: dict = field(default_factory=dict)
+    phase_ns: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
+    deposits: int = 0          # money committed transactions added, whole run (SmallBank)
+
+
+class Txn:
+    """The API a workload's transaction body sees (one attempt)."""
+
+    __slots__ = ("co", "ep", "occ", "spec", "recs", "units", "inserted", "read_only",
+                 "phases", "owner", "delta", "local", "rts")
+
+    def __init__(self, co: "Coordinator", spec: TxnSpec) -> None:
+        self.co = co
+        self.ep = co.ep
+        self.occ = co.occ
+        self.spec = spec
+        self.recs: dict[tuple[int, Any], _Rec] = {}
+        self.units = 0
+        self.inserted = 0
+        self.read_only = spec.read_only
+        self.phases = [0.0, 0.0, 0.0, 0.0]
+        self.owner = 0
+        self.delta = 0          # money the transaction adds (SmallBank conservation)
+        self.local = False      # read a local record
+        self.rts = 0            # network round trips waited for
+
+    # ---------------------------------------------------------------- workload API
+    def compute(self, ns: float):
+        """CPU work of the transaction logic [ns] (yield it)."""
+        return self.ep.compute(ns)
+
+    def read(self, table: int, key, for_update: bool = False):
+        """Read one record; returns its value bytes (use ``yield from``)."""
+        vals = yield from self.read_many([(table, key)], for_update)
+        return vals[0]
+
+    def read_many(self, items, for_update: bool = False):
+        """Read records ``[(table, key), ...]``; returns their values in order.
+
+        ``for_update`` (or a third item ``(table, key, for_update)``) marks them as going to be written (FaSST's OCC locks them now).
+        With ``outstanding`` the remote reads go out together; otherwise one by one.
+        """
+        occ = self.occ
+        recs = []
+        todo = []
+        for it in items:
+            table, key = it[0], it[1]
+            r = self.recs.get((table, key))
+            if r is None:
+                node, slot = occ.store.tables[table].place(key)
+                r = self.recs[(table, key)] = _Rec(table, key, node, slot)
+                r.for_update = it[2] if len(it) > 2 else for_update
+                todo.append(r)
+            recs.append(r)
+        if todo:
+            if occ.cfg.outstanding:
+                yield from occ.fetch(self, todo)
+            else:
+                for r in todo:
+                    yield from occ.fetch(self, [r])
+        return [r.value for r in recs]
+
+    def write(self, table: int, key, value: bytes) -> None:
+        """Buffer a new value for a record this transaction has read."""
+        r = self.recs[(table, key)]
+        if len(value) != self.occ.store.tables[table].value_size:
+            raise ValueError(f"table {table}: value of {len(value)} B, expected "
+                             f"{self.occ.store.tables[table].value_size}")
+        r.new = value
+        self.read_only = False
+
+    def insert(self, nbytes: int) -> None:
+        """A local insert of ``nbytes`` (logged; costs the workload's CPU)."""
+        self.inserted += nbytes
+        self.read_only = False
+
+
+class Coordinator:
+    """The transaction coroutines of one worker thread (one per coroutine id)."""
+
+    def __init__(self, occ: "OccSystem", ep: Endpoint) -> None:
+        self.occ = occ
+        self.ep = ep
+        self.node = ep.node
+        self.reclaim: dict[int, list] = {}
+
+
+class OccSystem:
+    """OCC over a :class:`protocols.rpc.Mesh` and a :class:`Store` (see module doc).
+
+    ``history``: a :class:`protocols.txn.history.History` that records every committed
+    transaction (reads with the version seen, writes with the version installed).
+    """
+
+    def __init__(self, mesh, store: Store, cfg: OccConfig, history=None) -> None:
+        self.mesh = mesh
+        self.sim = mesh.sim
+        self.store = store
+        self.cfg = cfg
+        self.history = history
+        self.stats = TxnStats()
+        self.costs = cfg.costs
+        self._next_tid = 0
+        self._stopped = False
+        self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
+        for ep in mesh.endpoints.values():
+            self._register(ep)
+
+    # ================================================================ coroutines
+    def start(self, workload, coroutines: int) -> None:
+        """Run ``coroutines`` transaction coroutines on every worker thread."""
+        for (node, i), co in self.coords.items():
+            for c in range(coroutines):
+                co.ep.spawn(self._coroutine, co, c, workload)
+
+    def stop(self) -> None:
+        """Start no new transaction (running ones finish)."""
+        self._stopped = True
+
+    def _coroutine(self, ep: Endpoint, co: Coordinator, c: int, workload):
+        sim = self.sim
+        rng = sim.rng(f"txn/n{ep.node}/t{ep.index}/c{c}")
+        owner = (ep.node << 16) | (ep.index << 10) | (c + 1)
+        st = self.stats
+        while not self._stopped:
+            spec = workload.next_txn(rng, ep.node, ep.index, c)
+            t0 = sim.env._now
+            tries = 0
+            rts = 0
+            while True:
+                tx = Txn(co, spec)
+                try:
+                    yield from self._attempt(tx, owner)
+                    break
+                except Abort:
+                    rts += tx.rts
+                    tries += 1
+                    if sim.measuring:
+                        st.aborted += 1
+                    yield from self._release(tx)
+                    hi = self.costs.backoff * (1 << min(tries, 6))
+                    yield sim.timeout(float(rng.random()) * hi)
+            st.deposits += tx.delta
+            if sim.measuring:
+                st.round_trips += rts + tx.rts
+                st.committed += 1
+                st.by_type[spec.name] = st.by_type.get(spec.name, 0) + 1
+                sim.stats.hist("txn_lat").add(sim.env._now - t0)
+                ph = st.phase_ns
+                for k in range(4):
+                    ph[k] += tx.phases[k]
+
+    # ================================================================ one attempt
+    def _attempt(self, tx: Txn, owner: int):
+        sim = self.sim
+        spec = tx.spec
+        t = sim.env._now
+        if spec.phase_ns[0]:
+            yield tx.ep.compute(spec.phase_ns[0])
+        tx.owner = owner
+        yield from spec.body(tx)
+        now = sim.env._now
+        tx.phases[0] = now - t
+        t = now
+        recs = list(tx.recs.values())
+        if tx.read_only and not any(r.locked for r in recs):
+            if spec.phase_ns[1]:
+                yield tx.ep.compute(spec.phase_ns[1])
+            if tx.units + tx.local > 1:
+                yield from self._validate(tx, recs, self.cfg.ro_validate)
+            tx.phases[1] = sim.env._now - t
+            self._record(tx)
+            return
+        writes = [r for r in recs if r.new is not None]
+        reads = [r for r in recs if r.new is None and not r.locked]
+        # V: lock the write set (one round trip: lock + version), then validate reads.
+        if spec.phase_ns[1]:
+            yield tx.ep.compute(spec.phase_ns[1])
+        if not self.cfg.lock_in_execution:
+            yield from self._lock(tx, writes, owner)
+        if reads:
+            yield from self._validate(tx, reads, self.cfg.validate)
+        now = sim.env._now
+        tx.phases[1] = now - t
+        t = now
+        # L: replicate the log; the transaction commits when every backup has it.
+        if spec.phase_ns[2]:
+            yield tx.ep.compute(spec.phase_ns[2])
+        yield from self._log(tx, writes)
+        self._record(tx)
+        now = sim.env._now
+        tx.phases[2] = now - t
+        t = now
+        # C: install and unlock.
+        if spec.phase_ns[3]:
+            yield tx.ep.compute(spec.phase_ns[3])
+        yield from self._commit(tx, writes)
+        tx.phases[3] = sim.env._now - t
+
+    def _record(self, tx: Txn) -> None:
+        if self.history is None:
+            return
+        self._next_tid += 1
+        reads = [((r.table, r.key), r.version) for r in tx.recs.values()]
+        writes = [((r.table, r.key), r.version + 1) for r in tx.recs.values()
+                  if r.new is not None]
+        self.history.commit(self._next_tid, reads, writes)
+
+    # ================================================================ execution
+    def fetch(self, tx: Txn, recs: list[_Rec]):
+        """Read ``recs`` (not yet read) as the execution configuration says."""
+        ep = tx.ep
+        cfg = self.cfg
+        store = self.store
+        node = ep.node
+        mode = cfg.ro_read if tx.spec.read_only else cfg.execution
+        lock_now = cfg.lock_in_execution
+        owner = tx.owner
+        local = [r for r in recs if r.node == node]
+        remote = [r for r in recs if r.node != node]
+        if local:
+            tx.local = True
+        for r in local:
+            if lock_now and r.for_update:
+                if store.lock_local(node, r.table, r.slot, owner) != 0:
+                    raise Abort
+                r.locked = True
+            lock, r.version, r.value = store.read_local(node, r.table, r.slot)
+            if lock and not r.locked:
+                raise Abort
+        if local:
+            yield ep.compute(self.costs.local_access * len(local))
+        if not remote:
+            return
+        cache = store.caches[node]
+        one, rpc, two_step = [], [], []
+        for r in remote:
+            if mode == "two_sided":
+                rpc.append(r)
+                continue
+            hit = cfg.index_cache and cache.lookup(r.table, r.key)
+            if cfg.index_cache:
+                ep.thread.reserve(self.sim.env._now, self.costs.cache_lookup)
+            if hit:
+                one.append(r)
+            elif mode == "hybrid":
+                rpc.append(r)
+            else:
+                two_step.append(r)
+        w = Waiter(ep)
+        posts = []
+        if two_step:
+            # One-sided without a cached location: READ the index bucket first.
+            for r in two_step:
+                wr = WorkRequest(READ, 64, r, True, False, ep.scratch, 0,
+                                 store.rkeys[r.node], store.bucket_offset(r.table, r.slot))
+                posts.append((ep.rc_qp(r.node), [wr]))
+        self._post_reads(tx, one, posts, lock_now)
+        by_node = self._group(rpc)
+        calls = []
+        for i, (n, rs) in enumerate(by_node.items()):
+            hid = H_READ
+            items = [(r.table, r.slot, lock_now and r.for_update) for r in rs]
+            if lock_now and any(r.for_update for r in rs):
+                hid = H_READ_LOCK
+            ln = len(rs) * KEY_BYTES + (8 if hid == H_READ_LOCK else 0)
+            ep.call(n, hid, (items, owner), ln, True, w, i)
+            calls.append(rs)
+        ep.post_group(posts, w)
+        tx.units += len(posts) + len(calls)
+        self._rt(tx)
+        yield w.arm()
+        if two_step:
+            w2 = Waiter(ep)
+            posts2 = []
+            self._post_reads(tx, two_step, posts2, lock_now)
+            ep.post_group(posts2, w2)
+            self._rt(tx)
+            yield w2.arm()
+            for r in two_step:
+                if cfg.index_cache:
+                    cache.fill(r.table, r.key)
+        # Every result is parsed before aborting, so that every lock won is released.
+        failed = False
+        if two_step:
+            failed |= self._parse_reads(two_step, w2.results, lock_now)
+        failed |= self._parse_reads(one, w.results, lock_now)
+        for i, rs in enumerate(calls):
+            rep = w.replies[i]
+            for r, (ok, lock, ver, val) in zip(rs, rep):
+                r.version, r.value = ver, val
+                if lock_now and r.for_update:
+                    r.locked = ok
+                    failed |= not ok
+                elif lock:
+                    failed = True
+                if cfg.index_cache and mode == "hybrid":
+                    cache.fill(r.table, r.key)
+        if failed:
+            raise Abort
+
+    def _post_reads(self, tx: Txn, recs: list[_Rec], posts: list, lock_now: bool) -> None:
+        ep = tx.ep
+        store = self.store
+        for r in recs:
+            t = store.tables[r.table]
+            off = store.offset(r.table, r.slot)
+            rk = store.rkeys[r.node]
+            read = WorkRequest(READ, t.record_size, r, True, False, ep.scratch, 0, rk, off)
+            if lock_now and r.for_update:
+                cas = WorkRequest(CAS, 8, ("cas", r), True, False, ep.scratch, 8, rk, off,
+                                  None, 0, tx.owner)
+                posts.append((ep.rc_qp(r.node), [cas, read]))
+            else:
+                posts.append((ep.rc_qp(r.node), [read]))
+
+    def _parse_reads(self, recs: list[_Rec], results: dict, lock_now: bool) -> bool:
+        """Fill ``recs`` from their READ (and CAS) completions; True on a conflict."""
+        failed = False
+        for r in recs:
+            wc = results[r]
+            lock, r.version, r.value = parse_record(wc.data, self.store.tables[r.table].value_size)
+            if lock_now and r.for_update:
+                old = results[("cas", r)].data
+                r.locked = old == 0
+                failed |= not r.locked
+            elif lock:
+                failed = True
+        return failed
+
+    @staticmethod
+    def _group(recs: list[_Rec]) -> dict[int, list[_Rec]]:
+        out: dict[int, list[_Rec]] = {}
+        for r in recs:
+            out.setdefault(r.node, []).append(r)
+        return out
+
+    @staticmethod
+    def _rt(tx: Txn, n: int = 1) -> None:
+        tx.rts += n
+
+    # ================================================================ validation
+    def _lock(self, tx: Txn, writes: list[_Rec], owner: int):
+        """Lock the write set and check each version (one round trip)."""
+        ep = tx.ep
+        store = self.store
+        node = ep.node
+        failed = False
+        remote = []
+        for r in writes:
+            if r.node == node:
+                ep.thread.reserve(self.sim.env._now, self.costs.local_access)
+                if store.lock_local(node, r.table, r.slot, owner) != 0:
+                    failed = True
+                    continue
+                r.locked = True
+                if store.header_local(node, r.table, r.slot)[1] != r.version:
+                    failed = True
+            else:
+                remote.append(r)
+        if failed:
+            raise Abort
+        if not remote:
+            return
+        w = Waiter(ep)
+        groups = None
+        if self.cfg.lock == "one_sided":
+            posts = []
+            for r in remote:
+                off = store.offset(r.table, r.slot)
+                rk = store.rkeys[r.node]
+                cas = WorkRequest(CAS, 8, ("cas", r), True, False, ep.scratch, 8, rk, off,
+                                  None, 0, owner)
+                ver = WorkRequest(READ, 8, r, True, False, ep.scratch, 0, rk, off + 8)
+                posts.append((ep.rc_qp(r.node), [cas, ver]))
+            ep.post_group(posts, w)
+        else:
+            groups = self._group(remote)
+            for i, (n, rs) in enumerate(groups.items()):
+                items = [(r.table, r.slot, r.version) for r in rs]
+                ep.call(n, H_LOCK, (items, owner), len(rs) * (KEY_BYTES + VER_BYTES) + 8,
+                        True, w, i)
+        self._rt(tx)
+        yield w.arm()
+        if groups is None:
+            for r in remote:
+                old = w.results[("cas", r)].data
+                r.locked = old == 0
+                ver = int.from_bytes(w.results[r].data, "little")
+                failed |= (not r.locked) or ver != r.version
+        else:
+            for i, rs in enumerate(groups.values()):
+                for r, (acq, ok) in zip(rs, w.replies[i]):
+                    r.locked = acq
+                    failed |= not ok
+        if failed:
+            raise Abort
+
+    def _validate(self, tx: Txn, reads: list[_Rec], how: str):
+        """Check that no record of ``reads`` changed or is locked since it was read."""
+        ep = tx.ep
+        store = self.store
+        node = ep.node
+        failed = False
+        remote = []
+        for r in reads:
+            if r.node == node:
+                ep.thread.reserve(self.sim.env._now, self.costs.local_access)
+                lock, ver = store.header_local(node, r.table, r.slot)
+                failed |= bool(lock and not r.locked) or ver != r.version
+            else:
+                remote.append(r)
+        if failed:
+            raise Abort
+        if not remote:
+            return
+        w = Waiter(ep)
+        groups = None
+        if how == "one_sided":
+            posts = []
+            for r in remote:
+                wr = WorkRequest(READ, HEADER, r, True, False, ep.scratch, 0,
+                                 store.rkeys[r.node], store.offset(r.table, r.slot))
+                posts.append((ep.rc_qp(r.node), [wr]))
+            ep.post_group(posts, w)
+        else:
+            groups = self._group(remote)
+            for i, (n, rs) in enumerate(groups.items()):
+                items = [(r.table, r.slot, r.version) for r in rs]
+                ep.call(n, H_VALIDATE, items, len(rs) * (KEY_BYTES + VER_BYTES), True, w, i)
+        self._rt(tx)
+        yield w.arm()
+        if groups is None:
+            for r in remote:
+                lock, ver = parse_header(w.results[r].data)
+                failed |= bool(lock) or ver != r.version
+        else:
+            for i, rs in enumerate(groups.values()):
+                failed |= not all(w.replies[i])
+        if failed:
+            raise Abort
+
+    # ================================================================ logging
+    def _log_targets(self, tx: Txn, writes: list[_Rec]) -> list[int]:
+        store = self.store
+        me = tx.ep.node
+        targets = set(store.backups(me))
+        if self.cfg.log_to == "participants":
+            for n in {r.node for r in writes}:
+                targets.update(store.backups(n))
+        return sorted(targets)
+
+    def _log(self, tx: Txn, writes: list[_Rec]):
+        store = self.store
+        if store.rep == 0:
+            return
+        ep = tx.ep
+        me = ep.node
+        size = 16 + tx.inserted + sum(KEY_BYTES + 4 + VER_BYTES + len(r.new) for r in writes)
+        entries = [(r.node, r.table, r.slot, r.version + 1, r.new) for r in writes]
+        targets = self._log_targets(tx, writes)
+        w = Waiter(ep)
+        posts = []
+        remote = 0
+        for n in targets:
+            if n == me:
+                ep.thread.reserve(self.sim.env._now, self.costs.copy_per_byte * size)
+                self._apply_entries(me, entries)
+                continue
+            remote += 1
+            if self.cfg.log == "one_sided":
+                co = self.coords[(me, ep.index)]
+                off = store.ring_offset(me, ep.index) + co.reclaim.setdefault(n, [0])[0]
+                wr = WorkRequest(WRITE, size, None, True, size <= ep.ctx.max_inline and
+                                 size < 64, None, 0, store.rkeys[n], off)
+                posts.append((ep.rc_qp(n), [wr]))
+            else:
+                ep.call(n, H_LOG, size, size, True, w, n)
+        if posts:
+            ep.post_group(posts, w)
+        if remote:
+            self._rt(tx)
+        yield w.arm()
+        for n in targets:
+            if n != me:
+                self._reclaim_later(ep, n, entries, size)
+
+    def _reclaim_later(self, ep: Endpoint, n: int, entries: list, size: int) -> None:
+        co = self.coords[(ep.node, ep.index)]
+        st = co.reclaim.setdefault(n, [0])
+        st[0] = (st[0] + size) % max(1, self.store.log_ring - 4096)
+        st.extend(entries)
+        if len(st) - 1 >= self.cfg.reclaim_every:
+            batch = st[1:]
+            del st[1:]
+            ep.call(n, H_RECLAIM, batch, 8, False)
+
+    def _apply_entries(self, node: int, entries: list) -> None:
+        store = self.store
+        for primary, table, slot, ver, val in entries:
+            store.apply_backup(node, primary, table, slot, ver, val)
+
+    # ================================================================ commit / abort
+    def _commit(self, tx: Txn, writes: list[_Rec]):
+        ep = tx.ep
+        store = self.store
+        node = ep.node
+        cfg = self.cfg
+        pa = cfg.passive_ack
+        remote = []
+        for r in writes:
+            if r.node == node:
+                ep.thread.reserve(self.sim.env._now, self.costs.local_access)
+                store.install_local(node, r.table, r.slot, r.version + 1, r.new)
+                store.unlock_local(node, r.table, r.slot)
+                r.locked = False
+            else:
+                remote.append(r)
+        if not remote:
+            return
+        w = Waiter(ep)
+        if cfg.commit == "one_sided":
+            posts = []
+            for r in remote:
+                off = store.offset(r.table, r.slot)
+                rk = store.rkeys[r.node]
+                data = pack_u64(r.version + 1) + r.new
+                inl = len(data) < 64
+                wv = WorkRequest(WRITE, len(data), None, not pa, inl, None, 0, rk, off + 8)
+                wv.data = data
+                wu = WorkRequest(WRITE, 8, r, not pa, True, None, 0, rk, off)
+                wu.data = ZERO8
+                r.locked = False
+                if pa:
+                    ep.post_nowait(ep.rc_qp(r.node), [wv, wu])
+                else:
+                    posts.append((ep.rc_qp(r.node), [wv, wu]))
+            if posts:
+                ep.post_group(posts, w)
+        else:
+            for i, (n, rs) in enumerate(self._group(remote).items()):
+                items = [(r.table, r.slot, r.version + 1, r.new) for r in rs]
+                ln = sum(KEY_BYTES + VER_BYTES + len(r.new) for r in rs)
+                ep.call(n, H_COMMIT, items, ln, not pa, w, i)
+                for r in rs:
+                    r.locked = False
+        if not pa:
+            self._rt(tx)
+        yield w.arm()
+
+    def _release(self, tx: Txn):
+        """Unlock what an aborted attempt locked (no reply awaited)."""
+        ep = tx.ep
+        store = self.store
+        node = ep.node
+        remote = []
+        for r in tx.recs.values():
+            if not r.locked:
+                continue
+            r.locked = False
+            if r.node == node:
+                store.unlock_local(node, r.table, r.slot)
+            else:
+                remote.append(r)
+        if not remote:
+            return
+        if self.cfg.commit == "one_sided" or self.cfg.lock == "one_sided":
+            for r in remote:
+                wu = WorkRequest(WRITE, 8, None, False, True, None, 0, store.rkeys[r.node],
+                                 store.offset(r.table, r.slot))
+                wu.data = ZERO8
+                ep.post_nowait(ep.rc_qp(r.node), [wu])
+        else:
+            for n, rs in self._group(remote).items():
+                ep.call(n, H_RELEASE, [(r.table, r.slot) for r in rs], len(rs) * KEY_BYTES,
+                        False)
+        yield ep.compute(0.0)
+
+    # ================================================================ handlers
+    def _register(self, ep: Endpoint) -> None:
+        store = self.store
+        node = ep.node
+        c = self.costs
+        op = c.record_op
+        vs = {t.id: t.value_size for t in store.tables.values()}
+
+        def read(src, payload):
+            items, owner = payload
+            out = []
+            size = 0
+            for table, slot, _ in items:
+                lock, ver, val = store.read_local(node, table, slot)
+                out.append((True, lock, ver, val))
+                size += HEADER + vs[table] + 8
+            return out, size, op * len(items)
+
+        def read_lock(src, payload):
+            items, owner = payload
+            out = []
+            size = 0
+            for table, slot, lock_it in items:
+                ok = True
+                if lock_it:
+                    ok = store.lock_local(node, table, slot, owner) == 0
+                lock, ver, val = store.read_local(node, table, slot)
+                out.append((ok, lock if not lock_it else 0, ver, val))
+                size += HEADER + vs[table] + 1
+            return out, size, op * len(items)
+
+        def lock(src, payload):
+            items, owner = payload
+            out = []
+            for table, slot, ver in items:
+                acq = store.lock_local(node, table, slot, owner) == 0
+                ok = acq and store.header_local(node, table, slot)[1] == ver
+                out.append((acq, ok))
+            return out, len(items), op * len(items)
+
+        def validate(src, items):
+            out = []
+            for table, slot, ver in items:
+                lk, v = store.header_local(node, table, slot)
+                out.append(lk == 0 and v == ver)
+            return out, len(items), op * len(items)
+
+        def log(src, size):
+            return True, 1, c.copy_per_byte * size
+
+        def commit(src, items):
+            for table, slot, ver, val in items:
+                store.install_local(node, table, slot, ver, val)
+                store.unlock_local(node, table, slot)
+            return True, 1, op * len(items)
+
+        def release(src, items):
+            for table, slot in items:
+                store.unlock_local(node, table, slot)
+            return None, 0, op * len(items)
+
+        def reclaim(src, entries):
+            self._apply_entries(node, entries)
+            return None, 0, c.log_apply * len(entries)
+
+        for hid, fn in ((H_READ, read), (H_READ_LOCK, read_lock), (H_LOCK, lock),
+                        (H_VALIDATE, validate), (H_LOG, log), (H_COMMIT, commit),
+                        (H_RELEASE, release), (H_RECLAIM, reclaim)):
+            ep.register(hid, fn)

@@ -1,0 +1,208 @@
+"""Partitioned, primary-backup replicated tables in registered memory.
+
+Scope
+    Every node registers one memory region (2 MiB pages) holding, per table, its primary
+    records, its backup copies of the records of the ``rep_factor`` preceding nodes, a
+    hash index, and log ring buffers that other threads WRITE their logs into::
+
+        node n region:  [index t0][primary t0][backup-1 t0][backup-2 t0] ... [log rings]
+
+    - A record is ``lock`` (8 B, 0 = free, else the owner id), ``version`` (8 B, the
+      number of committed writes, as :mod:`protocols.txn.history` counts them) and the
+      table's value, padded to 8 B. Records live in real bytes: one-sided READ/CAS/WRITE
+      see and change exactly what handlers and local code do.
+    - Placement: a table's ``place(key) -> (node, slot)`` (given by the workload) names
+      the primary; the backups of node ``p`` are ``(p + 1) mod N`` ... ``(p + r) mod N``
+      (DrTM+H's static mapping; ``r = min(rep_factor, N - 1)``).
+    - Hash index: DrTM-KV cluster chaining, 4 slots per 64-byte bucket node. A one-sided
+      lookup READs the bucket node (one extra round trip); the offset of the record it
+      yields is computed here from the slot (the bucket content is not materialised).
+    - Location cache (:class:`LocationCache`): per machine; ``warm`` models DrTM+H's cache
+      filled by traversing the remote index before the run (every lookup hits).
+    - Log rings: one ring of ``log_ring`` bytes per (writer node, writer thread) on every
+      node; entries are reclaimed lazily by the log cleaner (see :mod:`protocols.txn.occ`).
+
+Not modelled: chained bucket overflow (a lookup is always one READ), record inserts
+into the hash index (inserts are local and cost CPU only), the backup stores' use in
+recovery (backups are kept up to date by the log cleaner but never read).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+from rnicsim.verbs import Context
+
+BUCKET = 64           # bytes of one index bucket node (4 keys + 4 entries, compacted)
+SLOTS_PER_BUCKET = 4
+HEADER = 16           # lock + version
+_U64 = struct.Struct("<Q")
+_HDR = struct.Struct("<QQ")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: ``value_size`` [B], ``slots_per_node`` records per primary partition and
+    ``place(key) -> (node, slot)``."""
+
+    id: int
+    name: str
+    value_size: int
+    slots_per_node: int
+    place: Callable[[object], tuple[int, int]]
+
+    @property
+    def record_size(self) -> int:
+        """Bytes of one record: header + value, padded to 8 B."""
+        return HEADER + -(-self.value_size // 8) * 8
+
+
+class LocationCache:
+    """A machine's cache of remote record locations (table id, key).
+
+    ``warm``: filled before the run (DrTM+H populates it by traversing the remote index),
+    so every lookup hits. Otherwise entries are added on fills, up to ``capacity``
+    (first in, first out beyond it).
+    """
+
+    def __init__(self, warm: bool, capacity: int = 1 << 24) -> None:
+        self.warm = warm
+        self.capacity = capacity
+        self._set: dict = {}
+        self.hits = 0
+        self.misses = 0
+
+    def lookup(self, table: int, key) -> bool:
+        """True on a hit."""
+        if self.warm or (table, key) in self._set:
+            self.hits += 1
+            return True
+        self.misses += 1
+        return False
+
+    def fill(self, table: int, key) -> None:
+        """Remember the location of ``(table, key)``."""
+        if self.warm:
+            return
+        if len(self._set) >= self.capacity:
+            self._set.pop(next(iter(self._set)))
+        self._set[(table, key)] = True
+
+
+class Store:
+    """The tables of a cluster (see module doc).
+
+    ``threads`` sizes the log rings (one per writer thread of every node).
+    """
+
+    def __init__(self, cluster, tables: list[Table], threads: int, rep_factor: int = 2,
+                 log_ring: int = 256 * 1024, cache_warm: bool = True) -> None:
+        self.cluster = cluster
+        self.nodes = len(cluster.nodes)
+        self.tables = {t.id: t for t in tables}
+        self.rep = max(0, min(rep_factor, self.nodes - 1))
+        self.threads = threads
+        self.log_ring = log_ring
+        off = 0
+        self.index_base: dict[int, int] = {}
+        self.primary_base: dict[int, int] = {}
+        self.backup_base: dict[tuple[int, int], int] = {}
+        self.buckets: dict[int, int] = {}
+        for t in tables:
+            nb = max(1, -(-t.slots_per_node // SLOTS_PER_BUCKET))
+            self.buckets[t.id] = nb
+            self.index_base[t.id] = off
+            off += nb * BUCKET
+            self.primary_base[t.id] = off
+            off += t.slots_per_node * t.record_size
+            for r in range(1, self.rep + 1):
+                self.backup_base[(t.id, r)] = off
+                off += t.slots_per_node * t.record_size
+            off = -(-off // 4096) * 4096
+        self.log_base = off
+        off += self.nodes * threads * log_ring
+        self.region_size = off
+        self.mrs = []
+        for n in range(self.nodes):
+            ctx = Context(cluster, n, 0)
+            self.mrs.append(ctx.reg_mr(max(off, 4096), name=f"store n{n}"))
+        self.rkeys = [mr.rkey for mr in self.mrs]
+        self.caches = [LocationCache(cache_warm) for _ in range(self.nodes)]
+
+    # ------------------------------------------------------------------ placement
+    def backups(self, node: int) -> list[int]:
+        """Backup nodes of primary ``node``."""
+        return [(node + r) % self.nodes for r in range(1, self.rep + 1)]
+
+    def offset(self, table: int, slot: int) -> int:
+        """Offset of the primary record ``slot`` of ``table`` in its node's region."""
+        t = self.tables[table]
+        return self.primary_base[table] + slot * t.record_size
+
+    def backup_offset(self, table: int, slot: int, role: int) -> int:
+        """Offset of backup copy ``role`` (1..rep) of record ``slot``."""
+        t = self.tables[table]
+        return self.backup_base[(table, role)] + slot * t.record_size
+
+    def bucket_offset(self, table: int, slot: int) -> int:
+        """Offset of the index bucket node a lookup of ``slot`` reads."""
+        h = (slot * 0x9E3779B97F4A7C15) >> 17
+        return self.index_base[table] + (h % self.buckets[table]) * BUCKET
+
+    def ring_offset(self, writer_node: int, writer_thread: int) -> int:
+        """Offset of the log ring of writer (node, thread) on any node."""
+        return self.log_base + (writer_node * self.threads + writer_thread) * self.log_ring
+
+    # ------------------------------------------------------------------ local access
+    def read_local(self, node: int, table: int, slot: int) -> tuple[int, int, bytes]:
+        """(lock, version, value) of a record of node ``node``, read by its CPU."""
+        t = self.tables[table]
+        raw = self.mrs[node].read(self.offset(table, slot), t.record_size)
+        lock, ver = _HDR.unpack_from(raw)
+        return lock, ver, raw[HEADER:HEADER + t.value_size]
+
+    def header_local(self, node: int, table: int, slot: int) -> tuple[int, int]:
+        """(lock, version) of a record, read by its node's CPU."""
+        return _HDR.unpack(self.mrs[node].read(self.offset(table, slot), HEADER))
+
+    def lock_local(self, node: int, table: int, slot: int, owner: int) -> int:
+        """Compare-and-swap the lock word from 0 to ``owner``; return the old word."""
+        return self.mrs[node].cas(self.offset(table, slot), 0, owner)
+
+    def unlock_local(self, node: int, table: int, slot: int) -> None:
+        """Zero the lock word."""
+        self.mrs[node].write_u64(self.offset(table, slot), 0)
+
+    def install_local(self, node: int, table: int, slot: int, version: int,
+                      value: bytes) -> None:
+        """Write version and value (the lock word is left alone)."""
+        self.mrs[node].write(self.offset(table, slot) + 8, _U64.pack(version) + value)
+
+    def apply_backup(self, node: int, primary: int, table: int, slot: int, version: int,
+                     value: bytes) -> None:
+        """The log cleaner of ``node`` installs a logged write in its backup copy."""
+        role = (node - primary) % self.nodes
+        if 1 <= role <= self.rep:
+            self.mrs[node].write(self.backup_offset(table, slot, role) + 8,
+                                 _U64.pack(version) + value)
+
+    def value_local(self, node: int, table: int, slot: int) -> bytes:
+        """The value bytes of a record (for checks after a run)."""
+        return self.read_local(node, table, slot)[2]
+
+
+def parse_record(raw: bytes, value_size: int) -> tuple[int, int, bytes]:
+    """(lock, version, value) from the bytes of a record READ."""
+    lock, ver = _HDR.unpack_from(raw)
+    return lock, ver, raw[HEADER:HEADER + value_size]
+
+
+def parse_header(raw: bytes) -> tuple[int, int]:
+    """(lock, version) from 16 bytes."""
+    return _HDR.unpack_from(raw)
+
+
+def pack_u64(v: int) -> bytes:
+    """8-byte little-endian word."""
+    return _U64.pack(v)

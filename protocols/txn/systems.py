@@ -1,0 +1,51 @@
+"""Presets: the primitive per phase of the systems seed 000 compares (its Table 4).
+
+===========  =======================  ===========  ====  ==========  =======  ===========
+system       E (execution)            V (lock +    L     C           RO: R/V  options
+                                      validate)
+===========  =======================  ===========  ====  ==========  =======  ===========
+FaRM         I (no location cache)    II + I       I     II          I / I    -
+DrTM+R       I (location cache)       I + I        I     I + I       I / I    -
+FaSST        II, locks in execution   II           II    II          II / II  FaSST OCC
+DrTM+H       I on cache hit, else II  I + I        I     I           I/II / I passive ACK
+hybrid-FaSST FaSST with one-sided validation and logging (seed 000 fig. 13d)
+===========  =======================  ===========  ====  ==========  =======  ===========
+
+All presets use coroutines, outstanding requests and doorbell batching of RPCs (seed 000
+sec. 6.3: "all existing optimizations ... are enabled"); passive ACK is DrTM+H's own.
+FaSST logs to the coordinator's backups (DrTM+H's ``EM_FASST`` emulation); the others to
+the backups of every written node and of the coordinator.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .occ import OccConfig
+
+PRESETS: dict[str, OccConfig] = {
+    "drtmh": OccConfig(execution="hybrid", index_cache=True, lock="one_sided",
+                       validate="one_sided", log="one_sided", commit="one_sided",
+                       ro_read="hybrid", ro_validate="one_sided", passive_ack=True),
+    "farm": OccConfig(execution="one_sided", index_cache=False, lock="two_sided",
+                      validate="one_sided", log="one_sided", commit="two_sided",
+                      ro_read="one_sided", ro_validate="one_sided", passive_ack=False),
+    "drtmr": OccConfig(execution="one_sided", index_cache=True, lock="one_sided",
+                       validate="one_sided", log="one_sided", commit="one_sided",
+                       ro_read="one_sided", ro_validate="one_sided", passive_ack=False),
+    "fasst": OccConfig(execution="two_sided", index_cache=False, lock="two_sided",
+                       validate="two_sided", log="two_sided", commit="two_sided",
+                       ro_read="two_sided", ro_validate="two_sided", passive_ack=False,
+                       lock_in_execution=True, log_to="coordinator"),
+    "hybrid-fasst": OccConfig(execution="two_sided", index_cache=False, lock="two_sided",
+                              validate="one_sided", log="one_sided", commit="two_sided",
+                              ro_read="two_sided", ro_validate="one_sided",
+                              passive_ack=False, lock_in_execution=True,
+                              log_to="coordinator"),
+}
+
+
+def preset(name: str, **overrides) -> OccConfig:
+    """The configuration of system ``name`` with ``overrides`` (fields of OccConfig)."""
+    if name not in PRESETS:
+        raise ValueError(f"preset: one of {', '.join(PRESETS)}, not {name!r}")
+    return replace(PRESETS[name], **overrides)
