@@ -26,6 +26,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py
+	$(BIN)/python benchmarks/rdmc_scale.py
 
 probe:
 	$(MAKE) -C calibration/probe

@@ -67,6 +67,9 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
             pairs = _paired(rows, c.a, c.b, c.over, c.range, c.metric)
             measured = max((1 - x / y for _, x, y in pairs if y), default=float("nan"))
             holds = _finite(measured) and abs(measured / c.published - 1) <= c.tolerance
+        elif c.kind == "bound":
+            measured = _agg(_vals(rows, c.where, c.metric), c.agg)
+            holds = _finite(measured) and c.min <= measured <= c.max
         else:  # pragma: no cover - the schema admits no other kind
             raise ValueError(c.kind)
         out.append({"claim": c.claim, "kind": c.kind, "metric": c.metric,

@@ -281,8 +281,22 @@ class DropClaim(_Claim):
     range: dict[str, float] = Field(default_factory=dict)
 
 
-Claim = Annotated[Union[ValueClaim, RatioClaim, FlatClaim, DominatesClaim, DropClaim],
-                  Field(discriminator="kind")]
+class BoundClaim(_Claim):
+    """The ``agg`` of ``metric`` over rows matching ``where`` lies in [``min``, ``max``].
+
+    For findings stated as thresholds ("at least 95% of the time", "grows more than 2x");
+    ``published`` is the paper's figure, shown for reference.
+    """
+
+    kind: Literal["bound"]
+    where: dict[str, Any] = Field(default_factory=dict)
+    agg: Literal["max", "min", "mean"] = "max"
+    min: float = float("-inf")
+    max: float = float("inf")
+
+
+Claim = Annotated[Union[ValueClaim, RatioClaim, FlatClaim, DominatesClaim, DropClaim,
+                        BoundClaim], Field(discriminator="kind")]
 
 
 class Scenario(BaseModel):
@@ -360,7 +374,8 @@ def _fmt_loc(loc: tuple) -> str:
     return out
 
 
-_TAGS = ("value", "ratio", "flat", "dominates", "drop", "single_switch", "leaf_spine")
+_TAGS = ("value", "ratio", "flat", "dominates", "drop", "bound", "single_switch",
+         "leaf_spine")
 
 
 def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
@@ -398,7 +413,7 @@ def _tags(loc: tuple) -> list[str]:
         return sorted(PROTOCOLS)
     if last == "topology":
         return ["single_switch", "leaf_spine"]
-    return ["value", "ratio", "flat", "dominates", "drop"]
+    return ["value", "ratio", "flat", "dominates", "drop", "bound"]
 
 
 def _allowed_keys(loc: tuple) -> list[str]:

@@ -1,0 +1,129 @@
+"""Scenario kinds of RDMC: ``rdmc`` (one multicast) and ``rdmc_study`` (a paper study).
+
+Imported lazily by :mod:`rnicsim.scenario` (its ``PLUGINS`` list).
+
+- ``rdmc``: multicast ``messages`` messages of ``message`` bytes from member 0 to a group of
+  ``group_size`` nodes with ``algorithm`` and ``block`` size, on the scenario's cluster
+  profile and topology. Metrics: ``completion_ms``, ``bandwidth_gbps``, ``skew_ms``,
+  ``cpu`` (mean CPU share of the members), ``total_ms``.
+- ``rdmc_study``: one of the paper-reproduction studies of :mod:`protocols.rdmc.study`
+  (their testbeds are built from the scenario's NIC profile with the link of the paper's
+  cluster); its scalar results become the row's metrics (nested results are flattened
+  with dots, e.g. ``cpu_interrupt.1048576``).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rnicsim.scenario import Size, register_workload
+
+from .schedules import ALGORITHMS
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+STUDIES = ("fig4_algorithms", "table1_breakdown", "fig6_block_size", "fig8_scale",
+           "fig9_replication_trace", "fig10_overlap", "fig11_interrupts", "m1_steps",
+           "slack_and_slow_links", "m11_core_direct")
+
+
+class RdmcWorkload(BaseModel):
+    """One RDMC multicast (see module doc)."""
+
+    model_config = _STRICT
+    kind: Literal["rdmc"]
+    algorithm: Literal[ALGORITHMS + ("mpi",)] = "binomial-pipeline"  # type: ignore[valid-type]
+    group_size: int = Field(4, ge=2, le=4096)
+    message: Size = 64 * 1024 * 1024
+    block: Size = 1024 * 1024
+    messages: int = Field(1, ge=1)
+    rack_size: int | None = Field(None, ge=1)
+    completion: Literal["hybrid", "polling", "interrupt"] = "hybrid"
+
+
+class RdmcStudy(BaseModel):
+    """A study of :mod:`protocols.rdmc.study` at ``scale`` demo or full."""
+
+    model_config = _STRICT
+    kind: Literal["rdmc_study"]
+    study: Literal[STUDIES]  # type: ignore[valid-type]
+    scale: Literal["demo", "full"] = "full"
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, bool):
+            out[key] = float(v)
+        elif isinstance(v, (int, float)):
+            out[key] = float(v)
+        elif isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+    return out
+
+
+def run_multicast_point(sc, profile) -> dict[str, float]:
+    """Runner of workload kind ``rdmc``."""
+    from .study import run_multicast
+
+    w = sc.workload
+    if sc.cluster.nodes < w.group_size:
+        raise ValueError(f"workload.group_size: at most cluster.nodes ({sc.cluster.nodes})")
+    r = run_multicast(w.group_size, w.message, w.algorithm, w.block, testbed="qdr",
+                      profile=profile, link={}, topology=sc.cluster.topology.model_dump(),
+                      seed=sc.run.seed, messages=w.messages, rack_size=w.rack_size,
+                      completion=w.completion)
+    return {k: float(r[k]) for k in ("completion_ms", "total_ms", "bandwidth_gbps",
+                                     "skew_ms", "cpu", "cpu_root")}
+
+
+def check_scenario_point(sc, profile) -> None:
+    """Raise ValueError("key: expected") for points the cluster cannot run."""
+    if sc.workload.kind == "rdmc" and sc.workload.group_size > sc.cluster.nodes:
+        raise ValueError(f"workload.group_size: at most cluster.nodes ({sc.cluster.nodes})")
+
+
+MiB = 1024 * 1024
+
+
+def _derived(name: str, r: dict) -> dict[str, float]:
+    """Metrics the paper's statements are about, computed from a study's results."""
+    d: dict[str, float] = {}
+    if name == "m1_steps":
+        d["schedule_over_formula"] = r["schedule_steps"] / r["formula_steps"]
+        d["effective_over_formula"] = r["effective_steps"] / r["formula_steps"]
+    elif name == "slack_and_slow_links":
+        d["slack_max_abs_error"] = max(abs(x["measured"] - x["predicted"]) for x in r["slack"])
+        f = r["binomial-pipeline"]["fraction"]
+        d["pipeline_fraction_over_bound"] = f / r["bound"]
+        d["pipeline_over_chain_fraction"] = f / r["chain"]["fraction"]
+    elif name == "fig4_algorithms":
+        d["tree_over_pipeline_growth"] = r["tree_growth"] / r["pipeline_growth"]
+        d["mpi_vs_pipeline_large_max"] = max(r["mpi_vs_pipeline_large"])
+    elif name == "fig6_block_size":
+        big = max(r["peaks"])
+        d["largest_message_interior_peak"] = float(r["peaks"][big]["interior_peak"])
+    elif name == "fig11_interrupts":
+        ci = r["cpu_interrupt"]
+        d["cpu_interrupt_100MiB"] = ci[100 * MiB]
+        d["cpu_interrupt_1MiB"] = ci[MiB]
+        d["cpu_interrupt_1MiB_over_100MiB"] = ci[MiB] / ci[100 * MiB]
+        d["bandwidth_ratio_min"] = min(r["bandwidth_ratio"][s] for s in (MiB, 100 * MiB))
+        d["cpu_hybrid_min"] = min(r["cpu_hybrid"].values())
+    return d
+
+
+def run_study_point(sc, profile) -> dict[str, float]:
+    """Runner of workload kind ``rdmc_study``."""
+    from . import study
+
+    name = sc.workload.study
+    r = getattr(study, name)(sc.workload.scale, profile=profile, seed=sc.run.seed)
+    out = _flatten(r)
+    out.update(_derived(name, r))
+    return out
+
+
+register_workload("rdmc", RdmcWorkload, "protocols.rdmc.scenario_kinds:run_multicast_point")
+register_workload("rdmc_study", RdmcStudy, "protocols.rdmc.scenario_kinds:run_study_point")
