@@ -29,6 +29,7 @@ class Fabric:
         link, sw = profile.link, profile.switch
         self.env = env
         self.mtu_bytes = link.mtu + link.packet_overhead
+        self.packet_arbitration = profile.nic.tx_arbitration == "packet"
         self.rate = link.rate
         self.prop = link.propagation
         kind = topology.get("kind", "single_switch")
@@ -76,6 +77,7 @@ class Fabric:
     def _attach(self, nic: int, swname: str) -> None:
         self.egress[nic] = LinkDir(f"nic{nic}->{swname}", self.rate, self.prop,
                                    env=self.env, mtu_bytes=self.mtu_bytes)
+        self.egress[nic].interleave = self.packet_arbitration
         self.switches[swname].port(f"nic{nic}", self.rate, self.prop)
         self.nic_switch[nic] = swname
         self.graph.add_edge(f"nic{nic}", swname)

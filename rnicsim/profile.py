@@ -173,12 +173,21 @@ class NicSection(BaseModel):
     uar_dedicated: CountP           # dedicated doorbell (BlueFlame) registers per context
     uar_shared: CountP              # lock-protected registers the other QPs share (>= 1)
     ack_coalesce: CountP            # RC responder sends one ACK per this many WRITE/SEND
+    tx_arbitration: ChoiceP         # message: the egress sends a message whole (ConnectX);
+                                    # packet: packets of different messages interleave
 
     @field_validator("atomic_mode")
     @classmethod
     def _mode(cls, v: ChoiceP) -> ChoiceP:
         if v.value not in ("concurrent", "stall_nic"):
             raise ValueError("atomic_mode.value must be 'concurrent' or 'stall_nic'")
+        return v
+
+    @field_validator("tx_arbitration")
+    @classmethod
+    def _arb(cls, v: ChoiceP) -> ChoiceP:
+        if v.value not in ("message", "packet"):
+            raise ValueError("tx_arbitration.value must be 'message' or 'packet'")
         return v
 
 

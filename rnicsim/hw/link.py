@@ -23,7 +23,7 @@ class LinkDir:
     """One direction of a link (see module doc)."""
 
     __slots__ = ("name", "rate", "prop", "sw_lat", "buffer", "cal", "bytes", "msgs",
-                 "ns_per_byte", "quantum", "mtu_bytes")
+                 "ns_per_byte", "quantum", "mtu_bytes", "interleave")
 
     def __init__(self, name: str, rate: float, prop: float, sw_lat: float = 0.0,
                  buffer: int = 1 << 30, env=None, mtu_bytes: int = 4096 + 64) -> None:
@@ -35,6 +35,9 @@ class LinkDir:
         self.buffer = buffer
         self.cal = Calendar(env)
         self.mtu_bytes = mtu_bytes      # on-wire size of a full packet [B]
+        # Switch ports interleave packets of different messages; a NIC egress does so only
+        # with per-packet arbitration (the profile's nic.tx_arbitration).
+        self.interleave = True
         self.quantum = mtu_bytes * self.ns_per_byte
         self.bytes = 0
         self.msgs = 0
@@ -59,9 +62,13 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     first = path[0]
     ser = nbytes * first.ns_per_byte
     if last_pkt and nbytes > last_pkt:
-        # A multi-packet message: its packets interleave with other messages' packets.
+        # A multi-packet message: its packets fill the gaps other messages left.
         start, end = first.cal.reserve_split(t, ser, last_pkt * first.ns_per_byte)
+    elif first.interleave:
+        start = first.cal.reserve_packet(t, ser, first.quantum)
+        end = start + ser
     else:
+        # Per-message arbitration: a message waits for every message booked before it.
         start = first.cal.reserve(t, ser)
         end = start + ser
     if tail_ready is not None:

@@ -77,13 +77,14 @@ class Pcie:
         completions serialise on the down direction and travel back.
         """
         rdur = self.req_dur
-        at_host = self.up.reserve(t, rdur) + rdur + self.lat
+        at_host = self.up.reserve_packet(t, rdur, self.tlp_dur) + rdur + self.lat
         self.bytes_up += self.ovh
         mps = self.mps
         if nbytes <= mps:
+            # One completion TLP: it interleaves with a bulk read's completions.
             wb = nbytes + self.ovh
             dur = wb * self.npb
-            cend = self.down.reserve(at_host, dur) + dur
+            cend = self.down.reserve_packet(at_host, dur, self.tlp_dur) + dur
         else:
             # Completions are TLPs that interleave with other traffic.
             wb = nbytes + (-(-nbytes // mps)) * self.ovh
@@ -107,6 +108,7 @@ class Pcie:
         """CPU stores ``nbytes`` to the NIC (doorbell/BlueFlame) at ``t``; returns arrival."""
         wb = nbytes + self.ovh
         dur = wb * self.npb
-        end = self.down.reserve(t, dur) + dur
+        # MMIO TLPs interleave with read completions of bulk DMA booked earlier.
+        end = self.down.reserve_packet(t, dur, self.tlp_dur) + dur
         self.bytes_down += wb
         return end + self.mmio_lat

@@ -87,3 +87,41 @@ def test_bigger_payload_adds_wire_and_pcie_time():
     small = _latencies(p, READ, 8)[1]
     big = _latencies(p, READ, 4096)[1]
     assert big - small >= ser(4096 - 8, p.link.rate)
+
+
+def test_tx_arbitration_message_vs_packet():
+    """Behind a 1 MiB WRITE on the same NIC, a small WRITE on another QP waits for the whole
+    message with per-message arbitration, and at most about one packet with per-packet."""
+    def small_after_big(arb):
+        p = load_profile("cx4-edr").with_overrides({"nic.tx_arbitration": arb})
+        sim = Simulation(1)
+        cl = Cluster(sim, p, 2, 1)
+        th = cl.nodes[0].thread(0)
+        ctx = Context(cl, 0, 0, th)
+        ctx1 = Context(cl, 1, 0, cl.nodes[1].thread(0))
+        cq = ctx.create_cq()
+        qa, qb = ctx.create_qp("RC", cq), ctx.create_qp("RC", cq)
+        qa.connect(ctx1.create_qp("RC", ctx1.create_cq()))
+        qb.connect(ctx1.create_qp("RC", ctx1.create_cq()))
+        mr = ctx1.reg_mr(4 << 20)
+        done = {}
+
+        def proc():
+            qa.post_send([WorkRequest(WRITE, 1 << 20, "big", True, False, None, 0, mr.rkey, 0)])
+            yield sim.timeout(3_000)     # the big message is on the wire
+            t = sim.now
+            yield qb.post_send([WorkRequest(WRITE, 8, "small", True, True, None, 0,
+                                            mr.rkey, 0)])
+            while "small" not in done:
+                for wc in (yield cq.wait()):
+                    done[wc.wr_id] = sim.now - t
+
+        sim.process(proc())
+        sim.run()
+        return done["small"], p
+
+    msg, p = small_after_big("message")
+    pkt, _ = small_after_big("packet")
+    big_wire = ser((1 << 20) + 256 * (p.link.packet_overhead + 16), p.link.rate)
+    assert msg > big_wire / 2          # waited for most of the 1 MiB message
+    assert pkt < 3_000                 # about one 4 KiB packet (~330 ns) plus its own trip
