@@ -34,17 +34,19 @@ from .hw.cq import Cq
 from .hw.host import CpuThread as Thread
 from .hw.memory import MemoryRegion
 from .hw.rnic import RC, UC, UD, QpHw
-from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, RECV_RDMA_WITH_IMM, SEND, SEND_WITH_IMM, STATUS_NAMES,
+from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, RECV_RDMA_WITH_IMM, SEND, WAIT, SEND_WITH_IMM, STATUS_NAMES,
                      SUCCESS, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
 
 __all__ = ["Context", "CompletionQueue", "QueuePair", "MemoryRegion", "WorkRequest",
            "WorkCompletion", "Thread", "SEND", "SEND_WITH_IMM", "WRITE", "WRITE_WITH_IMM",
-           "READ", "CAS", "FAA", "RECV", "RECV_RDMA_WITH_IMM", "SUCCESS", "RC", "UC", "UD", "OPCODE_NAMES",
+           "READ", "CAS", "FAA", "RECV", "RECV_RDMA_WITH_IMM", "WAIT", "SUCCESS", "RC", "UC", "UD", "OPCODE_NAMES",
            "STATUS_NAMES"]
 
 
 def wqe_bytes(qtype: str, wr: WorkRequest) -> int:
     """Size [B] of the WQE for ``wr`` on a QP of type ``qtype`` (mlx5 layout, 64-B blocks)."""
+    if wr.opcode == WAIT:
+        return 64
     n = 16
     if qtype == UD:
         n += 48
@@ -229,6 +231,14 @@ class QueuePair:
         """``"RTS"`` or ``"ERR"``."""
         return self._hw.state
 
+    def wait_request(self, cq: "CompletionQueue", count: int) -> WorkRequest:
+        """A CORE-Direct WAIT: post it before WRs the NIC should send by itself once ``cq``
+        has received ``count`` completions in total (e.g. relaying a block on arrival)."""
+        wr = WorkRequest(WAIT, 0, None, False)
+        wr.wait_cq = cq
+        wr.wait_count = count
+        return wr
+
     def connect(self, remote: "QueuePair") -> None:
         """Connect this RC/UC QP to ``remote`` (and ``remote`` back to this one)."""
         if self.type == UD or remote.type != self.type:
@@ -254,6 +264,10 @@ class QueuePair:
             op = wr.opcode
             if op == RECV:
                 raise ValueError("RECV work requests go to post_recv")
+            if op == WAIT:
+                if not isinstance(wr.wait_cq, CompletionQueue):
+                    raise ValueError("a WAIT work request needs wait_cq (a CompletionQueue)")
+                continue
             if qt == UD and (op not in (SEND, SEND_WITH_IMM) or wr.dest is None):
                 raise ValueError("UD supports SEND/SEND_WITH_IMM with a dest address only")
             if qt == UD and wr.length > nic.mtu:
@@ -270,6 +284,8 @@ class QueuePair:
         n = len(wrs)
         for wr in wrs:
             wr.t_post = now
+            if wr.opcode == WAIT and isinstance(wr.wait_cq, CompletionQueue):
+                wr.wait_cq = wr.wait_cq._cq   # the NIC watches the hardware queue
         t = th.reserve(now, n * h.wqe_build)
         p = nic.p
         if n == 1:

@@ -18,7 +18,8 @@ from simpy.events import NORMAL
 class Cq:
     """A completion queue of one NIC; ``mode`` is ``"poll"`` or ``"interrupt"``."""
 
-    __slots__ = ("sim", "name", "host", "_heap", "_seq", "_waiter", "mode", "pushed", "taken")
+    __slots__ = ("sim", "name", "host", "_heap", "_seq", "_waiter", "mode", "pushed", "taken",
+                 "_nic_waits")
 
     def __init__(self, sim, name: str, host) -> None:
         self.sim = sim
@@ -30,15 +31,36 @@ class Cq:
         self.mode = "poll"
         self.pushed = 0
         self.taken = 0
+        self._nic_waits: list = []   # (count, callback): CORE-Direct WAITs of send queues
 
     def push(self, wc, t_visible: float) -> None:
         """NIC side: completion ``wc`` becomes visible to software at ``t_visible`` [ns]."""
         self._seq += 1
         heappush(self._heap, (t_visible, self._seq, wc))
         self.pushed += 1
+        if self._nic_waits:
+            self._release_nic_waits()
         w = self._waiter
         if w is not None and not w[3]:
             self._arm(t_visible)
+
+    def nic_wait(self, count: int, callback) -> None:
+        """NIC side: call ``callback()`` once ``count`` completions have been pushed here.
+
+        The NIC generated those completions itself, so it learns of them when it writes
+        them (now), without going through host memory.
+        """
+        if self.pushed >= count:
+            callback()
+        else:
+            self._nic_waits.append((count, callback))
+
+    def _release_nic_waits(self) -> None:
+        ready = [w for w in self._nic_waits if w[0] <= self.pushed]
+        if ready:
+            self._nic_waits = [w for w in self._nic_waits if w[0] > self.pushed]
+            for _count, cb in ready:
+                cb()
 
     def _arm(self, t_visible: float) -> None:
         # The waiter's own event goes on the heap at the wake-up time; its first callback

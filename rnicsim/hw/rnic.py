@@ -48,7 +48,7 @@ from .link import transmit
 from .memory import MemoryRegion
 from .pcie import Pcie
 from .wqe import (AETH, ATOMIC_ACK_ETH, ATOMIC_ETH, CAS, CATEGORY, DETH, FAA, GRH, IMMDT,
-                  READ, RECV, RECV_RDMA_WITH_IMM, REM_ACCESS_ERR, RETH, RETRY_EXC_ERR, SEND, SEND_WITH_IMM,
+                  READ, RECV, RECV_RDMA_WITH_IMM, REM_ACCESS_ERR, WAIT, RETH, RETRY_EXC_ERR, SEND, SEND_WITH_IMM,
                   SUCCESS, WR_FLUSH_ERR, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
 
 RC, UC, UD = "RC", "UC", "UD"
@@ -65,7 +65,7 @@ class QpHw:
     __slots__ = ("qpn", "type", "nic", "pu", "send_cq", "recv_cq", "state", "rd_out",
                  "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
                  "seq", "timeout_ns", "on_error", "ctx_ready", "db_ready", "tx_ready",
-                 "arrive_last", "resp_ready", "resp_arrive_last")
+                 "arrive_last", "resp_ready", "resp_arrive_last", "waiting")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -94,6 +94,7 @@ class QpHw:
         self.arrive_last = 0.0
         self.resp_ready = 0.0
         self.resp_arrive_last = 0.0
+        self.waiting = False       # stopped at a CORE-Direct WAIT
 
 
 class _Msg:
@@ -202,7 +203,7 @@ class Rnic:
         if qp.state is ERR:
             self._flush(qp, wrs)
             return
-        if qp.pending:
+        if qp.pending or qp.waiting:
             qp.pending.extend(wrs)
             return
         self._run_sq(qp, wrs, 0)
@@ -217,7 +218,18 @@ class Rnic:
         for i in range(start, len(wrs)):
             wr = wrs[i]
             op = wr.opcode
-            if op >= READ:  # READ, CAS, FAA need a slot
+            if op == WAIT:
+                cq = wr.wait_cq
+                if cq.pushed < wr.wait_count:
+                    # CORE-Direct: the send queue stops here until the CQ has enough
+                    # completions; the NIC resumes it itself.
+                    qp.pending.extend(wrs[i + 1:])
+                    qp.waiting = True
+                    self.pu_busy[pu] = t
+                    cq.nic_wait(wr.wait_count, lambda q=qp: self._resume_wait(q))
+                    return
+                continue
+            if op >= READ and op != WAIT:  # READ, CAS, FAA need a slot
                 if qp.rd_out >= self.max_rd:
                     qp.pending.extend(wrs[i:])
                     break
@@ -240,6 +252,14 @@ class Rnic:
         self.pu_busy[pu] = t
         if self.stall_nic:
             pass  # stalls are applied by the atomic unit
+
+    def _resume_wait(self, qp: QpHw) -> None:
+        """A CORE-Direct WAIT of ``qp`` is satisfied: run the rest of its send queue."""
+        qp.waiting = False
+        pend = list(qp.pending)
+        qp.pending.clear()
+        if qp.state is not ERR:
+            self._run_sq(qp, pend, 0)
 
     def _send_request(self, qp: QpHw, wr: WorkRequest, op: int, length: int, npk: int,
                       ready: float, tail: float) -> None:
@@ -527,7 +547,7 @@ class Rnic:
         if wr.signaled:
             qp.inflight.pop(msg.seq, None)
             self._complete(qp, wr, SUCCESS, self._cqe_after(t, t_vis), wr.length, data)
-        if qp.pending and qp.rd_out < self.max_rd:
+        if qp.pending and qp.rd_out < self.max_rd and not qp.waiting:
             pend = list(qp.pending)
             qp.pending.clear()
             self._run_sq(qp, pend, 0)

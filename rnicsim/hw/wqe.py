@@ -5,12 +5,14 @@ profile (send, write, read, atomic).
 """
 from __future__ import annotations
 
-SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, READ, CAS, FAA, RECV, RECV_RDMA_WITH_IMM = range(9)
+(SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, READ, CAS, FAA, RECV, RECV_RDMA_WITH_IMM,
+ WAIT) = range(10)
 OPCODE_NAMES = ("SEND", "SEND_WITH_IMM", "WRITE", "WRITE_WITH_IMM", "READ", "CAS", "FAA",
-                "RECV", "RECV_RDMA_WITH_IMM")
-CATEGORY = ("send", "send", "write", "write", "read", "atomic", "atomic", "send", "write")
-CARRIES_PAYLOAD = (True, True, True, True, False, False, False, False)
-NEEDS_RD_SLOT = (False, False, False, False, True, True, True, False)
+                "RECV", "RECV_RDMA_WITH_IMM", "WAIT")
+CATEGORY = ("send", "send", "write", "write", "read", "atomic", "atomic", "send", "write",
+            "send")
+CARRIES_PAYLOAD = (True, True, True, True, False, False, False, False, False, False)
+NEEDS_RD_SLOT = (False, False, False, False, True, True, True, False, False, False)
 
 # Completion status codes (ibv_wc_status subset).
 SUCCESS, LOC_LEN_ERR, REM_ACCESS_ERR, RETRY_EXC_ERR, WR_FLUSH_ERR, RNR_RETRY_EXC_ERR = range(6)
@@ -31,12 +33,14 @@ class WorkRequest:
     (local memory region or None: no data is copied), ``rkey``/``remote_offset`` (remote
     region for one-sided verbs), ``imm`` (immediate data), ``compare_add``/``swap``
     (atomics), ``dest`` (UD address handle: ``(nic_id, qpn)``), ``data`` (bytes to send
-    when no local region is given).
+    when no local region is given). A ``WAIT`` request (CORE-Direct cross-channel wait)
+    holds the send queue until ``wait_cq`` has received ``wait_count`` completions in
+    total; the NIC then goes on with the following WQEs by itself, with no CPU involved.
     """
 
     __slots__ = ("opcode", "length", "wr_id", "signaled", "inline", "local", "local_offset",
                  "rkey", "remote_offset", "imm", "compare_add", "swap", "dest", "data",
-                 "t_post")
+                 "t_post", "wait_cq", "wait_count")
 
     def __init__(self, opcode: int, length: int = 0, wr_id: object = None,
                  signaled: bool = True, inline: bool = False, local=None,
@@ -58,6 +62,8 @@ class WorkRequest:
         self.dest = dest
         self.data = data
         self.t_post = 0.0
+        self.wait_cq = None
+        self.wait_count = 0
 
 
 class WorkCompletion:
