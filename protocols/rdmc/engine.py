@@ -119,6 +119,8 @@ class EngineOptions:
     sched_delay_ns: float = 0.0         # its length
     slow_pairs: tuple = ()              # ((node_a, node_b, factor), ...): slow overlay links;
                                         # node_b None: every link of node_a (a slow cable)
+    core_direct: bool = False           # CORE-Direct relaying (chain only): the NIC forwards
+                                        # each block on arrival (cross-channel WAIT requests)
 
     def __post_init__(self) -> None:
         if self.completion not in ("hybrid", "polling", "interrupt"):
@@ -223,12 +225,22 @@ class _NodeRt:
             self.delay_rng = self.sim.rng(f"rdmc.sched_delay.n{node}")
         else:
             self.delay_rng = None
+        self.cqs = [self.cq]
         self.cq.use_interrupts(self.mode == "interrupt")
-        self.sim.process(self._loop())
+        self.sim.process(self._loop(self.cq))
+
+    def add_cq(self):
+        """A further CQ the completion thread polls (CORE-Direct receive counting)."""
+        cq = self.ctx.create_cq(self.thread)
+        cq.use_interrupts(self.mode == "interrupt" or
+                          (self.mode == "hybrid" and not self.timer
+                           and self.cq._cq.mode == "interrupt"))
+        self.cqs.append(cq)
+        self.sim.process(self._loop(cq))
+        return cq
 
     # ---------------------------------------------------------------- completion thread
-    def _loop(self):
-        cq = self.cq
+    def _loop(self, cq):
         th = self.thread
         env = self.sim.env
         o = self.eng.opts
@@ -254,7 +266,8 @@ class _NodeRt:
             busy = th.core.busy_until
             self.idle_since = busy if busy > now else now
             if self.mode == "hybrid":
-                cq.use_interrupts(False)
+                for c in self.cqs:
+                    c.use_interrupts(False)
                 if not self.timer:
                     self.timer = True
                     self.sim.call_at(self.last_wc + self.window, self._window_end)
@@ -265,7 +278,8 @@ class _NodeRt:
             return
         now = self.sim.now
         if now - self.last_wc >= self.window * (1 - 1e-12):
-            self.cq.use_interrupts(True)
+            for c in self.cqs:
+                c.use_interrupts(True)
             self.timer = False
         else:
             self.sim.call_at(self.last_wc + self.window, self._window_end)
@@ -308,7 +322,7 @@ class _Member:
                  "m_seq", "m_k", "m_sends", "m_recvs", "m_si", "m_ri", "m_held", "m_nheld",
                  "m_sending", "m_msg", "m_last_len", "m_size", "progress", "seen",
                  "idle_periods", "closing", "close_count", "close_ups", "close_sent",
-                 "close_result")
+                 "close_result", "cd_in", "cd_in_cq", "cd_count", "m_cbase", "m_cd_posted")
 
     def __init__(self, g: "Group", rank: int, rt: _NodeRt) -> None:
         self.g = g
@@ -344,6 +358,14 @@ class _Member:
         self.close_ups: set = set()
         self.close_sent = False
         self.close_result = None
+        # CORE-Direct: the rank feeding this member, the dedicated receive CQ of that QP
+        # and how many completions software took from it; per message the count at which
+        # receive 0 arrived and whether the send chain is posted.
+        self.cd_in = -1
+        self.cd_in_cq = None
+        self.cd_count = 0
+        self.m_cbase = 0
+        self.m_cd_posted = 0
 
     # ---------------------------------------------------------------- helpers
     def _post_ctl(self, peer: int, imm: int, signaled: bool = False) -> None:
@@ -374,6 +396,8 @@ class _Member:
                 self.learn_failure(self.g.members[peer], True)
             return
         if wc.opcode == RECV_RDMA_WITH_IMM:
+            if peer == self.cd_in:
+                self.cd_count += 1
             self._consume_recv(peer)
             if wc.byte_len:
                 self._on_block(wc, peer)
@@ -383,6 +407,10 @@ class _Member:
             if self.g.send_log is not None:
                 self.g.send_log.append((self.m_seq, self.rank, peer, wc.t_post,
                                         self.rt.sim.env._now))
+            if self.g.cd:
+                # Only the last block of the offloaded chain is signaled (RC completes in
+                # order, so every earlier one is done too).
+                self.m_si = len(self.m_sends) - 1
             self._on_sent()
 
     def _on_control(self, imm: int, peer: int) -> None:
@@ -415,6 +443,7 @@ class _Member:
         self.m_recvs = plan.recvs[r]
         self.m_si = self.m_ri = 0
         self.m_sending = False
+        self.m_cd_posted = 0
         if root:
             self.m_held = b"\x01" * k
             self.m_nheld = k
@@ -461,9 +490,22 @@ class _Member:
         if g.log is not None:
             g.log.append((self.m_seq, peer, self.rank, lo, hi, _step, wc.t_post,
                           rt.sim.env._now))
-        if ri + 1 < len(self.m_recvs):
-            self._ready(ri + 1)
-        self._pump()
+        if g.cd:
+            if ri == 0 or hi == k:
+                if ri == 0:
+                    self.m_cbase = self.cd_count  # receive ri arrives as completion base + ri
+                self._pump()
+            if ri == 0:
+                # Receive buffers for the whole message (the credit granted all of them).
+                need = len(self.m_recvs) - 1 + 4 - self.recv_avail[peer]
+                qp = self.qps[peer]
+                if need > 0 and qp.state == "RTS":
+                    qp.post_recv([_RECV_WR] * need, event=False)
+                    self.recv_avail[peer] += need
+        else:
+            if ri + 1 < len(self.m_recvs):
+                self._ready(ri + 1)
+            self._pump()
         if ri == 0 and g.announce:
             # Copy the first block from the first-block buffer into the message area.
             n = wc.byte_len
@@ -476,6 +518,8 @@ class _Member:
         """Tell the sender of receive ``ri`` that its block may come (ready_for_block)."""
         peer, lo, hi, _step = self.m_recvs[ri]
         g = self.g
+        if g.cd and ri:
+            return          # CORE-Direct: receive 0's credit covers the whole message
         if g.eager_limit:
             k = self.m_k
             bs = g.block_size
@@ -484,7 +528,77 @@ class _Member:
                 return          # eager transfer: no credit needed
         self._post_ctl(peer, ((self.m_seq & 0x3FFF) << 16) | ri)
 
+    def _pump_cd(self) -> None:
+        """CORE-Direct: post the member's whole send sequence of the message at once.
+
+        A block this member already holds goes right away; every other one is preceded by
+        a WAIT on the receive CQ of the incoming QP for the completion count at which the
+        block will have arrived, so the NIC relays it by itself. One credit (receive 0's
+        ready_for_block) covers the message: the receiver pre-posts its receives.
+        """
+        sends = self.m_sends
+        start = self.m_cd_posted
+        if self.failed or self.m_recvs is None or start >= len(sends):
+            return
+        g = self.g
+        peer = sends[0][0]
+        if (self.m_seq, peer, 0) not in self.credits:
+            return
+        qp = self.qps[peer]
+        if qp.state != "RTS":
+            return
+        self.m_sending = True
+        eng = g.engine
+        carry = eng.opts.carry_data
+        bs = g.block_size
+        k = self.m_k
+        slow = eng.slow.get((self.node, g.members[peer]))
+        if eng.slow_nodes:
+            slow = max(slow or 0.0, eng.slow_nodes.get(self.node, 0.0),
+                       eng.slow_nodes.get(g.members[peer], 0.0))
+        arrive = {}
+        for ri, (_p, lo_, hi_, _s) in enumerate(self.m_recvs):
+            for b in range(lo_, hi_):
+                arrive[b] = ri
+        held = self.m_held
+        last = len(sends) - 1
+        wrs: list = []
+        first: list | None = None
+        for si in range(start, len(sends)):
+            p, lo, hi, pri, _step = sends[si]
+            if p != peer:
+                raise RuntimeError("CORE-Direct relaying supports one send target")
+            length = (hi - lo) * bs if hi < k else (hi - 1 - lo) * bs + self.m_last_len
+            if pri == 0 and g.announce:
+                rkey, roff = g.first_rkeys[peer], 0
+            else:
+                rkey, roff = g.area_rkeys[peer], lo * bs
+            if held.find(0, lo, hi) != -1:
+                if hi == k:
+                    # The exact size comes with the last block: software relays that one
+                    # on arrival (its length is unknown before).
+                    break
+                wrs.append(qp.wait_request(self.cd_in_cq,
+                                           self.m_cbase + max(arrive[b] for b in range(lo, hi))))
+            if slow and slow > 1.0:
+                wrs.append(WorkRequest(WRITE, int(length * (slow - 1)), signaled=False))
+            wrs.append(WorkRequest(WRITE_WITH_IMM, length, wr_id=_WR_BLOCK,
+                                   signaled=si == last,
+                                   imm=(lo << 16) | (k & 0xFFFF), rkey=rkey,
+                                   remote_offset=roff,
+                                   local=self.msg_mr if carry else None, local_offset=lo * bs))
+            self.m_cd_posted = si + 1
+            if first is None:
+                first, wrs = wrs, []
+        if first:
+            qp.post_send(first, event=False)   # the first block goes with its own doorbell
+        if wrs:
+            qp.post_send(wrs, event=False)
+
     def _pump(self) -> None:
+        if self.g.cd:
+            self._pump_cd()
+            return
         if self.m_sending or self.failed:
             return
         sends = self.m_sends
@@ -624,7 +738,9 @@ class _Member:
         if busy:
             if self.m_ri < len(self.m_recvs):
                 self._post_ctl(self.m_recvs[self.m_ri][0], _PROBE << 30)
-            if self.m_si < len(self.m_sends):
+            # (CORE-Direct: no probe to the send target, it would shift the target's WAIT
+            # counts; its RC writes are outstanding or the target is probing us.)
+            if self.m_si < len(self.m_sends) and not self.g.cd:
                 self._post_ctl(self.m_sends[self.m_si][0], _PROBE << 30)
         else:
             peers = [self.g.parent[self.rank]] if self.rank else []
@@ -705,6 +821,9 @@ class Group:
         self.on_failure = on_failure
         self.announce = announce
         self.eager_limit = eager_limit
+        self.cd = engine.opts.core_direct
+        if self.cd and (algorithm != "chain" or not announce):
+            raise ValueError("core_direct supports the chain algorithm only")
         self.messages: list[Message] = []
         self.failures: dict[int, tuple[float, int | None]] = {}
         self.close_results: dict[int, tuple[bool, int | None]] = {}
@@ -739,8 +858,18 @@ class Group:
         o = engine.opts
         for a, b in sorted(pairs):
             ma, mb = self.ms[a], self.ms[b]
-            qa = ma.rt.ctx.create_qp("RC", ma.rt.cq)
-            qb = mb.rt.ctx.create_qp("RC", mb.rt.cq)
+            cqs = []
+            for m, peer in ((ma, b), (mb, a)):
+                if self.cd and m.rank and parent[m.rank] == peer:
+                    # CORE-Direct: the incoming QP's receives get a CQ of their own, so its
+                    # completion count says exactly which blocks have arrived.
+                    m.cd_in = peer
+                    m.cd_in_cq = m.rt.add_cq()
+                    cqs.append(m.cd_in_cq)
+                else:
+                    cqs.append(m.rt.cq)
+            qa = ma.rt.ctx.create_qp("RC", ma.rt.cq, cqs[0])
+            qb = mb.rt.ctx.create_qp("RC", mb.rt.cq, cqs[1])
             qa.connect(qb)
             for q, m, peer in ((qa, ma, b), (qb, mb, a)):
                 if o.retry_timeout_ns is not None:
