@@ -111,6 +111,9 @@ def _derived(name: str, r: dict) -> dict[str, float]:
         d["cpu_interrupt_1MiB_over_100MiB"] = ci[MiB] / ci[100 * MiB]
         d["bandwidth_ratio_min"] = min(r["bandwidth_ratio"][s] for s in (MiB, 100 * MiB))
         d["cpu_hybrid_min"] = min(r["cpu_hybrid"].values())
+    elif name == "m11_core_direct":
+        sw = r["software_cpu_relays"]
+        d["relay_cpu_core_direct_over_software"] = r["core_direct_cpu_relays"] / sw if sw else 1.0
     return d
 
 
