@@ -50,8 +50,23 @@ Scope
       ok wave over the first-sender tree on the group's RC connections: it succeeds only
       if every member completed every message, and reports the failure otherwise.
 
-    Not modelled: CORE-Direct (cross-channel WAIT requests; the kernel has no such WQE),
-    the small-message SST path of Derecho, RDMC's TCP bootstrap (group creation costs no
+    * **CORE-Direct** (``core_direct=True``, chain only; paper sections 2 and 5.3). Each
+      member's incoming QP gets a receive CQ of its own, so that CQ's completion count
+      says exactly which blocks arrived. When a relay's first block arrives (it then knows
+      ``k``) and it holds its successor's credit, it posts its whole send sequence at once:
+      block 0 in one doorbell, then ``[WAIT(in_cq, count of block j), WRITE_WITH_IMM
+      block j]`` for every later block; the NIC forwards each block as it lands, with no
+      poll, bookkeeping or doorbell on the path. The root posts all its blocks likewise
+      (no WAITs). Only the last send is signaled. Credits: a receiver's ready_for_block
+      for receive 0 (sent at group creation and at each completion) grants the *whole*
+      message; no per-block credits are sent. Receivers pre-post receives for the whole
+      message when its first block arrives (16 stay posted between messages). The last
+      block is relayed by software on arrival, since its exact length (which tells the
+      receivers the message size) comes with it. Watchdog probes go only to the peer a
+      member receives from (a probe to the successor would shift its WAIT counts).
+
+    Not modelled: CORE-Direct for other schedules (RDMC's "partially ordered graph"), the
+    small-message SST path of Derecho, RDMC's TCP bootstrap (group creation costs no
     simulated time), the hybrid algorithm's topology discovery (racks are rank runs).
 
 Ports
