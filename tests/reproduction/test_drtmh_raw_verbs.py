@@ -3,6 +3,7 @@
 The default run checks every claim of the three scenarios at their ``demo`` size (fewer
 payloads, shorter windows); ``make test-all`` (marker ``repro``) checks them at full size.
 """
+import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ SCENARIOS = ["fig5a_raw_verbs", "fig5b_80node_connections", "fig3a_shared_contex
 def _check(name: str, size: str) -> list[dict]:
     ov = [f"run.size={size}"] if size != "full" else []
     sc = load_scenario(ROOT / f"{name}.yaml", ov)
-    rows = run_points(sc, jobs=1, progress=False)
+    rows = run_points(sc, jobs=min(2, os.cpu_count() or 1), progress=False)
     return evaluate(sc.expected, rows)
 
 
