@@ -11,10 +11,9 @@ Scope
     - Requests go to the same thread index on the destination node; handlers run in the
       destination thread's event loop and their CPU (``dispatch`` per message plus what
       the handler returns) is booked on that thread's core, delaying its coroutines.
-    - Doorbell batching: messages produced while a thread is continuously busy (one pass
-      of its event loop: coroutines resumed back to back, handlers of one poll) are held
-      until the thread would poll again and posted then, ``doorbell_batch`` WQEs per
-      doorbell on one QP. Over UD every message uses the thread's single QP, so they all
+    - Doorbell batching: the messages of one step of the thread (the requests a coroutine
+      issues before it yields, the replies of the handlers of one poll) are posted
+      together at the end of the step, ``doorbell_batch`` WQEs per doorbell on one QP. Over UD every message uses the thread's single QP, so they all
       share doorbells; over RC each destination is its own QP (batches only per peer).
     - Passive ACK: a call with ``reply=False`` asks for no reply (commit, log reclaim);
       with ``coalesce`` (piggybacking), messages of one batch for the same destination
@@ -211,17 +210,12 @@ class Endpoint(Worker):
             self._schedule_flush()
 
     def _schedule_flush(self) -> None:
-        sim = self.sim
-        t = self.thread.idle_at
-        now = sim.env._now
-        self._flush_at = t if t > now else now
-        sim.call_at(self._flush_at, self._flush)
+        # After the current step: a coroutine's requests up to its yield, or the replies
+        # of the handlers of one poll, share doorbells (FaSST's and DrTM+H's batching).
+        self._flush_at = self.sim.env._now
+        self.sim.call_at(self._flush_at, self._flush)
 
     def _flush(self) -> None:
-        # Post when the thread has nothing more booked: the end of its loop pass.
-        if self.thread.idle_at > self.sim.env._now:
-            self._schedule_flush()
-            return
         self._flush_at = -1.0
         cfg = self.cfg
         mtu = self.ctx.mtu
@@ -425,9 +419,18 @@ class RpcBenchSpec:
 def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 1,
                   seed: int = 1, warmup_ns: float = 30_000.0, measure_ns: float = 30_000.0,
                   topology: dict | None = None, cores: int | None = None) -> dict[str, float]:
-    """Run an RPC throughput point and return its metrics (per machine)."""
+    """Run an RPC throughput point and return its metrics (per machine).
+
+    Completions are counted, so the warm-up is at least twice, and the window four
+    times, the time one node's whole window of requests and replies takes to cross its
+    links (as :func:`workloads.microbench.stretch_window` does for raw verbs).
+    """
     from rnicsim.cluster import Cluster
     from rnicsim.sim import Simulation
+
+    window = spec.threads * spec.coroutines * spec.outstanding * (spec.req + spec.rep + 128)
+    drain = window * 8e9 / (profile.link.rate * nics_per_node)
+    warmup_ns, measure_ns = max(warmup_ns, 2 * drain), max(measure_ns, 4 * drain)
 
     sim = Simulation(seed)
     cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores, topology=topology)
@@ -471,7 +474,8 @@ def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 
     util = sum(c.busy_ns for c in {id(c): c for c in cores}.values()) / len(cores) / sim.now
     return {"throughput_mops": total / nodes, "throughput_mops_total": total,
             "lat_p50_us": h["p50"] / 1e3, "lat_p90_us": h["p90"] / 1e3,
-            "lat_p99_us": h["p99"] / 1e3, "cpu_util": min(1.0, util)}
+            "lat_p99_us": h["p99"] / 1e3, "cpu_util": min(1.0, util),
+            "measure_us": measure_ns / 1e3}
 
 
 def run_scenario_point(sc, profile) -> dict[str, float]:

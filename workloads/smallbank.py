@@ -86,6 +86,10 @@ class SmallBank:
         """(node, slot) of account ``key``."""
         return key % self.nodes, key // self.nodes
 
+    def cpu_estimate_ns(self) -> float:
+        """CPU of one transaction on its coordinator [ns], for sizing run windows."""
+        return sum(self.phase_ns) + 2_000.0
+
     # ------------------------------------------------------------------ drawing
     def _range(self, rng) -> int:
         return self.hot if rng.random() < self.spec.hot_probability else self.accounts

@@ -16,6 +16,9 @@ Scenario (DrTM+H ``tpcc_worker_new.cc`` with ``-r 100``)
     writes the district (next order id) and every stock (quantity, ytd, order count,
     remote count), and inserts the order, new-order and one order line per item (local,
     logged). Items are read from the local, never written item table (CPU only).
+    Order lines are processed one by one (``logic_per_item`` of CPU each after its stock
+    is read); with outstanding requests every stock read goes out first (DrTM+H's
+    speculative execution), otherwise each is fetched when its order line needs it.
 
     The district of a transaction is its coroutine's (``coroutine mod 10``): each
     coroutine acts as one terminal bound to one district, so that the coroutines of a
@@ -49,8 +52,8 @@ class TpccSpec:
 
     warehouses_per_node: int | None = None     # None: one per thread
     remote_item_pct: float = 100.0
-    logic: float = 2000.0
-    logic_per_item: float = 3000.0
+    logic: float = 4000.0
+    logic_per_item: float = 4000.0
     uniform_items: bool = False
     items: int = ITEMS                          # items (stock records per warehouse)
 
@@ -83,6 +86,10 @@ class TpccNewOrder:
         ]
         self.phase_ns = tuple(c / clock_hz * 1e9 for c in TABLE3_CYCLES)
 
+    def cpu_estimate_ns(self) -> float:
+        """CPU of one New-Order on its coordinator [ns], for sizing run windows."""
+        return self.spec.logic + 10 * self.spec.logic_per_item + sum(self.phase_ns) + 5_000.0
+
     def next_txn(self, rng, node: int, thread: int, co: int) -> TxnSpec:
         """The next New-Order of a coroutine (inputs drawn once; retries reuse them)."""
         sp = self.spec
@@ -105,17 +112,20 @@ class TpccNewOrder:
                     s += 1
             supply.append(s)
         qty = [int(rng.integers(1, 11)) for _ in items]
-        logic = sp.logic + sp.logic_per_item * n
+        keys = [(STOCK, (s, i)) for s, i in zip(supply, items)]
 
         def body(tx):
             yield from tx.read_many([(WAREHOUSE, w, False), (DISTRICT, (w, d), True),
                                      (CUSTOMER, (w, d, c), False)])
-            stocks = yield from tx.read_many([(STOCK, (s, i)) for s, i in zip(supply, items)],
-                                             True)
+            # Speculative execution (outstanding requests): every stock read goes out now;
+            # otherwise each is fetched when its order line is processed.
+            yield from tx.prefetch(keys, True)
             dist = yield from tx.read(DISTRICT, (w, d))
-            yield tx.compute(logic)
+            yield tx.compute(sp.logic)
             tx.write(DISTRICT, (w, d), _DIST.pack(_DIST.unpack_from(dist)[0] + 1) + dist[8:])
-            for s, i, q, raw in zip(supply, items, qty, stocks):
+            for (tbl, (s, i)), q in zip(keys, qty):
+                raw = yield from tx.read(STOCK, (s, i), True)
+                yield tx.compute(sp.logic_per_item)
                 quantity, ytd, cnt, remote = _STOCK.unpack(raw)
                 quantity += 50                      # stored relative to an initial 50
                 quantity = quantity - q if quantity >= q + 10 else quantity - q + 91

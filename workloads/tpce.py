@@ -54,6 +54,11 @@ class CustomerPosition:
         ]
         self.phase_ns = (0.0, 0.0, 0.0, 0.0)
 
+    def cpu_estimate_ns(self) -> float:
+        """CPU of one transaction on its coordinator [ns], for sizing run windows."""
+        sp = self.spec
+        return sp.logic + sp.per_row * (12 + 5.5 * sp.holdings_per_account) + 3_000.0
+
     def next_txn(self, rng, node: int, thread: int, co: int) -> TxnSpec:
         """The next Customer-Position of a coroutine."""
         sp = self.spec

@@ -138,4 +138,19 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     b = build(profile, sc.cluster.nodes, sc.cluster.threads, wl, cfg, w.coroutines,
               sc.cluster.nic.per_node, sc.run.seed, proto.qps_per_peer,
               sc.cluster.topology.model_dump(), sc.cluster.cores)
-    return run_txn_bench(b, sc.run.warmup, sc.run.measure)
+    warmup, measure = stretch_window(wl, w.coroutines, sc.run.warmup, sc.run.measure)
+    out = run_txn_bench(b, warmup, measure)
+    out["measure_us"] = measure / 1e3
+    return out
+
+
+def stretch_window(workload, coroutines: int, warmup: float, measure: float
+                   ) -> tuple[float, float]:
+    """Warm-up and window [ns] long enough for the transactions in flight.
+
+    A thread's coroutines share its CPU, so a transaction takes at least ``coroutines``
+    times the CPU one transaction needs (``workload.cpu_estimate_ns()``) once threads
+    are busy: the warm-up and the window each cover one and a half such latencies.
+    """
+    lat = coroutines * workload.cpu_estimate_ns() + 20_000.0
+    return max(warmup, 1.5 * lat), max(measure, 1.5 * lat)

@@ -211,6 +211,12 @@ class Txn:
                     yield from occ.fetch(self, [r])
         return [r.value for r in recs]
 
+    def prefetch(self, items, for_update: bool = False):
+        """With outstanding requests, read ``items`` now, together (speculative
+        execution); otherwise do nothing (each is read when the body asks for it)."""
+        if self.occ.cfg.outstanding:
+            yield from self.read_many(items, for_update)
+
     def write(self, table: int, key, value: bytes) -> None:
         """Buffer a new value for a record this transaction has read."""
         r = self.recs[(table, key)]

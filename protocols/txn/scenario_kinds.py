@@ -33,8 +33,8 @@ class TxnWorkload(BaseModel):
     # TPC-C New-Order
     warehouses_per_node: Optional[int] = Field(None, ge=1)
     remote_item_pct: float = Field(100.0, ge=0, le=100)
-    tpcc_logic: Duration = 2000.0
-    tpcc_logic_per_item: Duration = 3000.0
+    tpcc_logic: Duration = 4000.0
+    tpcc_logic_per_item: Duration = 4000.0
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
@@ -80,7 +80,12 @@ class RpcWorkload(BaseModel):
 
 
 class OccProtocol(BaseModel):
-    """OCC with a system preset; any field set here overrides the preset."""
+    """OCC with a system preset; any field set here overrides the preset.
+
+    ``execution`` also sets ``ro_read`` unless that is given; ``validation`` is the
+    read-set check of the validation phase and ``lock`` the write-set locking (setting
+    only ``lock`` sets both).
+    """
 
     model_config = _STRICT
     kind: Literal["occ"]
@@ -109,6 +114,10 @@ class OccProtocol(BaseModel):
                  "ro_validate", "passive_ack", "outstanding", "lock_in_execution", "log_to",
                  "rep_factor")
         out = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+        if self.execution is not None and self.ro_read is None:
+            out["ro_read"] = self.execution      # read-only reads follow the execution phase
+        if self.lock is not None and self.validation is None:
+            out["validate"] = self.lock          # one primitive for the validation phase
         if self.validation is not None:
             out["validate"] = self.validation
         return out

@@ -1,0 +1,136 @@
+"""Seed 000 (DrTM+H) transaction-layer findings (D8, D10-D18) from mechanism.
+
+The default run checks, at the scenarios' ``smoke`` size (3 nodes x 4 threads, a few
+points, seconds each), the orderings that size can show. Marked ``repro`` (``make
+test-all``): every claim check of each scenario at ``demo`` size (4 nodes x 24 threads,
+about 1-2 minutes per scenario) and, for the scenarios measured at full size so far, at
+full size (16 nodes, fig. 14 about 10 minutes), split into the findings the model
+reproduces (asserted) and those it does not yet (``KNOWN_GAPS``: asserted to fail, so a
+gap that closes makes the test fail until the list is updated).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rnicsim.claims import evaluate
+from rnicsim.runner import run_points
+from rnicsim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "drtmh"
+SCENARIOS = ["fig3b_rpc_transports", "fig7_execution", "fig8_validation", "fig9_commit",
+             "fig10_logging", "fig14_end_to_end"]
+FULL = ["fig3b_rpc_transports", "fig14_end_to_end"]   # measured at full size so far
+
+_D18_UP_TO = {"TPC-C: DrTM+H up to 2.96x FaSST", "TPC-C: DrTM+H up to 1.89x DrTM+R",
+              "TPC-C: DrTM+H up to 2.50x FaRM"}
+# (scenario, size) -> notes of the claim checks the model does not reproduce yet (see the
+# scenario files and the issue note for the measured values and the suspected causes).
+KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
+    ("fig7_execution", "demo"): {
+        "TPC-C: two-sided up to 1.28x one-sided without cache",
+        "SmallBank: two-sided up to 2.01x one-sided without cache"},
+    ("fig8_validation", "demo"): {"SmallBank: one-sided CAS+READ validation wins"},
+    ("fig9_commit", "demo"): {"TPC-C, passive ACK: two-sided commit wins",
+                              "SmallBank, passive ACK: two-sided commit wins"},
+    ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x",
+                                "SmallBank: one-sided logging up to 1.12x"},
+    ("fig14_end_to_end", "demo"): _D18_UP_TO | {
+        "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
+        "TPC-C: FaRM > FaSST"},
+    ("fig14_end_to_end", "full"): _D18_UP_TO | {
+        "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
+        "TPC-C: FaRM > FaSST",
+        "TPC-C: DrTM+H above DrTM+R at every coroutine count (from 1.12x)",
+        "SmallBank: FaSST comparable to FaRM"},
+}
+
+
+def _rows(name: str, size: str, extra: list[str] | None = None):
+    ov = [f"run.size={size}"] if size != "full" else []
+    sc = load_scenario(ROOT / f"{name}.yaml", ov + (extra or []))
+    return sc, run_points(sc, jobs=1, progress=False)
+
+
+def _value(rows, **where):
+    hit = [r for r in rows if all(r.get(k) == v for k, v in where.items())]
+    assert len(hit) == 1, (where, len(hit))
+    return hit[0]
+
+
+# ------------------------------------------------------------------ default (smoke)
+def test_fig14_smoke_orderings():
+    """One coroutine, TPC-C/no: DrTM+H > DrTM+R > FaRM >= FaSST (a few hundred
+    transactions at this size); SmallBank: DrTM+H > FaSST."""
+    _, rows = _rows("fig14_end_to_end", "smoke")
+    t = {p: _value(rows, **{"workload.benchmark": "tpcc", "protocol.preset": p})
+         ["throughput_mtxns"] for p in ("drtmh", "drtmr", "farm", "fasst")}
+    assert t["drtmh"] > t["drtmr"] > t["farm"] >= t["fasst"], t
+    s = {p: _value(rows, **{"workload.benchmark": "smallbank", "protocol.preset": p})
+         ["throughput_mtxns"] for p in ("drtmh", "fasst")}
+    assert s["drtmh"] > s["fasst"], s
+
+
+def test_fig7_smoke_execution_orderings():
+    """Execution phase at one coroutine: the cached READ beats the RPC and the uncached
+    lookup + READ, with the lowest median latency (D10, D11); on network-bound SmallBank
+    the RPC beats lookup + READ (D11)."""
+    _, rows = _rows("fig7_execution", "smoke")
+    for bench in ("tpcc", "smallbank"):
+        def get(ex, cache, m="throughput_mtxns"):
+            w = {"workload.benchmark": bench, "protocol.execution": ex}
+            if ex == "one_sided":
+                w["protocol.index_cache"] = cache
+            return _value(rows, **w)[m]
+        cached = get("one_sided", True)
+        assert cached > get("two_sided", False) and cached > get("one_sided", False), bench
+        assert get("one_sided", True, "lat_p50_us") < get("two_sided", False, "lat_p50_us")
+        if bench == "smallbank":
+            assert get("two_sided", False) > get("one_sided", False)
+
+
+def test_fig9_smoke_commit_without_passive_ack():
+    """Commit without passive ACK on SmallBank: one-sided WRITEs beat commit RPCs (D13)."""
+    _, rows = _rows("fig9_commit", "smoke")
+
+    def get(commit, pa):
+        return _value(rows, **{"workload.benchmark": "smallbank", "protocol.commit": commit,
+                               "protocol.passive_ack": pa})["throughput_mtxns"]
+    assert get("one_sided", False) > get("two_sided", False)
+    assert get("two_sided", True) > get("two_sided", False)
+
+
+def test_fig3b_smoke_runs_every_transport():
+    """The RPC benchmark completes RPCs over UD, RC and WRITE-with-IMM."""
+    _, rows = _rows("fig3b_rpc_transports", "demo",
+                    ["cluster.nodes=3", "cluster.threads=4", "run.warmup=10us",
+                     "run.measure=10us", "sweep.workload.coroutines=[4]"])
+    assert {r["workload.transport"] for r in rows} == {"ud", "rc", "write_imm"}
+    assert all(r["throughput_mops"] > 1 for r in rows)
+
+
+# ------------------------------------------------------------------ repro (demo / full)
+def _check(name: str, size: str) -> None:
+    sc, rows = _rows(name, size)
+    claims = evaluate(sc.expected, rows)
+    gaps = KNOWN_GAPS.get((name, size), set())
+    bad = [f"{c['claim']} ({c['note']}): published {c['published']}, measured "
+           f"{c['measured']:.3g}" for c in claims if not c["holds"] and c["note"] not in gaps]
+    closed = [c["note"] for c in claims if c["holds"] and c["note"] in gaps]
+    assert not bad, "findings that do not hold:\n" + "\n".join(bad)
+    assert not closed, "known gaps now hold (update KNOWN_GAPS):\n" + "\n".join(closed)
+
+
+@pytest.mark.repro
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_findings_at_demo_size(name):
+    """Every claim check outside KNOWN_GAPS holds at demo size (4 nodes x 24 threads)."""
+    _check(name, "demo")
+
+
+@pytest.mark.repro
+@pytest.mark.parametrize("name", FULL)
+def test_findings_at_full_size(name):
+    """Every claim check outside KNOWN_GAPS holds at full size (16 nodes)."""
+    _check(name, "full")
