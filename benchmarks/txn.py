@@ -1,0 +1,63 @@
+"""Speed of the transaction layer: simulated transactions per wall second, peak memory.
+
+Runs one point of seed 000's end-to-end setting (DrTM+H preset, 2 ConnectX-4 EDR per node,
+24 threads, 8 coroutines) for TPC-C New-Order and SmallBank and prints one JSON line per
+benchmark: ``txns_per_wall_s`` (committed simulated transactions per wall second of the
+measured window), ``simpy_timeouts_per_s`` (bare SimPy in the same process) and their ratio,
+``throughput_mtxns`` (simulated), ``peak_rss_mb``.
+
+Usage: ``python benchmarks/txn.py [--nodes 16] [--measure-us US] [--bench tpcc smallbank]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.engine import bare_simpy  # noqa: E402
+from protocols.txn.bench import build, make_workload, run_txn_bench  # noqa: E402
+from protocols.txn.systems import preset  # noqa: E402
+from rnicsim.profile import load_profile  # noqa: E402
+
+
+def one(bench: str, nodes: int, measure_us: float) -> dict:
+    """Build and run one point; return its speed numbers."""
+    prof = load_profile("cx4-edr")
+    t0 = time.perf_counter()
+    wl = make_workload(bench, {}, nodes, 24, prof.host.clock)
+    b = build(prof, nodes, 24, wl, preset("drtmh"), 8, nics_per_node=2)
+    t1 = time.perf_counter()
+    warm = 100_000.0
+    m = run_txn_bench(b, warm, measure_us * 1e3)
+    wall = time.perf_counter() - t1
+    return {"benchmark": bench, "nodes": nodes, "setup_s": round(t1 - t0, 2),
+            "run_s": round(wall, 2), "committed": m.get("committed"),
+            "txns_per_wall_s": round((m.get("committed") or 0) / wall, 1),
+            "throughput_mtxns": round(m["throughput_mtxns"], 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its JSON lines."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=16)
+    ap.add_argument("--measure-us", type=float, default=None,
+                    help="measured window (default: 400 for tpcc, 50 for smallbank)")
+    ap.add_argument("--bench", nargs="+", default=["tpcc", "smallbank"])
+    a = ap.parse_args(argv)
+    simpy_rate = bare_simpy()
+    for bench in a.bench:
+        r = one(bench, a.nodes, a.measure_us or (400.0 if bench == "tpcc" else 50.0))
+        r["simpy_timeouts_per_s"] = round(simpy_rate)
+        r["efficiency"] = round(r["txns_per_wall_s"] / simpy_rate, 5)
+        r["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        print(json.dumps(r), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
