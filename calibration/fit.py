@@ -1,0 +1,1227 @@
+"""``rnicsim calibrate``: fit a NIC profile's physical parameters to measurements.
+
+    rnicsim calibrate INPUT... --base PROFILE --out NEW.yaml --report DIR
+                      [--params a,b,c] [--bootstrap N] [--seed S] [--iterations N]
+                      [--weights points|series] [--quiet]
+
+INPUT are perftest text outputs and/or ``rnicsim-probe`` JSON lines (files or
+directories, read by :func:`calibration.parsers.load_measurements`).
+
+Method (see ``calibration/README.md``, "Fit a profile"):
+
+1. **Mapping.** Every measurement is mapped to the simulator experiment that reproduces it:
+   a perftest row to ``workloads.perftest.run_lat``/``run_bw`` with the same tool, size,
+   connection, QPs, TX depth, CQ moderation, inline, MTU and (for perftest bandwidth rows)
+   the same number of iterations; a probe point to the perftest-like run it matches
+   (``post_to_cqe`` READ/CAS/FAA -> ``ib_read_lat``/``ib_atomic_lat``; ``pingpong`` SEND ->
+   ``ib_send_lat`` x 2, since the probe reports full round trips; ``throughput`` with one
+   thread, one address and 4 KiB pages -> ``ib_*_bw`` with the point's QPs, depth, batch
+   (post list) and signalling, at steady state). What cannot be mapped (probe WRITE
+   post-to-CQE latency, several threads, several atomic addresses, random offsets, 2 MiB
+   pages, bidirectional perftest runs, another link layer) is skipped and listed. The fitted
+   quantity is the median latency (``t_typical``) of a latency row and the message rate
+   (bandwidth when no rate is printed) of a bandwidth row; other statistics (min, tails,
+   peak bandwidth) are not fitted: the simulator has no run-to-run noise.
+2. **Residuals.** Relative: (simulated - measured) / measured, one per mapped point, all
+   weighted alike (``--weights series``: every series the same total weight).
+3. **Parameters** (``DEFAULT_PARAMS``, or ``--params``) are searched as x, a relative
+   offset for times (value = base x (1 + x): latencies are sums of times) and a logarithm
+   for rates (value = base x e^x), within bounds (times /10..x10, rates /4..x2). A weak
+   ridge (RIDGE x^2) keeps directions the data cannot see near the base value.
+   Whole-number parameters (QP-cache entries, QP-context size, atomic units, ...) are
+   chosen by a search over base x 2^k, k = -3..3, the others fixed.
+4. **Identifiability.** At the start point the Jacobian of the residuals is taken by
+   finite differences. A parameter is *not identified by the data* when moving it anywhere
+   within its bounds would change no point by SENS_TOL (2%, linearised), or when its
+   column lies within COLLINEAR_TOL (sine 0.02, about 1 degree) of the span of the more
+   influential identified columns: it stays at its base value, keeps its base source and
+   is listed with the reason. The check is repeated at the fitted point (central
+   differences: a fitted point often sits on a kink where one bottleneck takes over from
+   another); if the identified set changes, the parameters that dropped out go back to
+   their base values and the fit is repeated once.
+5. **Fit.** ``scipy.optimize.least_squares`` (trust region reflective, bounds) with a
+   forward-difference Jacobian, at most ``--iterations`` evaluations per round; every
+   simulator run is cached.
+6. **Uncertainty.** Bootstrap over measurements: resample the points with replacement,
+   refit from the best point with a few evaluations (BOOT_NFEV, Jacobian of the best
+   point), and take the 2.5-97.5 percentiles of each parameter as its 95% confidence
+   interval (for whole numbers: together with the values that fit equally well).
+
+Shortcuts, each checked against the simulator in ``tests/unit/test_calibrate.py``:
+latency medians are taken over 7 operations (the simulator is deterministic, every
+operation of an unloaded latency run takes the same time); a bandwidth row over more
+iterations than the simulation budget is extrapolated from two shorter runs (the duration
+is linear in the number of operations once the pipeline is full); a per-opcode service
+time (``nic.responder.read`` ...) only moves experiments of that opcode class, the atomic
+unit only atomic experiments, the QP-cache size only experiments with several QPs, so
+other experiments are not re-simulated for their Jacobian columns. Reported predictions
+(base and fitted) are always complete simulations.
+
+Outputs: NEW.yaml (a full profile, same schema as the shipped ones, ``name`` from the
+file stem; fitted parameters say where they come from and their confidence interval),
+written atomically; DIR (``calibration.report``): plots of every series, residuals,
+``report.md`` and ``fit.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ValidationError
+from scipy.optimize import least_squares
+
+from calibration.parsers import Measurement, load_measurements, parse_perftest_runs
+from rnicsim.errors import InputError
+from rnicsim.profile import (CountP, OpTimes, Profile, ProfileModel, RateP, SizeP, TimeP,
+                             load_profile)
+from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_lat
+
+__all__ = [
+    "DEFAULT_PARAMS", "SWEEP_PARAMS", "Param", "Experiment", "Point", "Unmapped",
+    "ParamResult", "FitResult", "resolve_params", "map_measurements", "Simulator",
+    "calibrate", "main",
+]
+
+#: Continuous parameters fitted by default (physical, from the profile).
+DEFAULT_PARAMS = (
+    "pcie.latency", "pcie.mmio_latency", "pcie.rate", "host.mmio", "host.wqe_build",
+    "nic.requester.read", "nic.responder.read", "nic.completer.read",
+    "nic.requester.write", "nic.responder.write", "nic.requester.send",
+    "nic.responder.send", "nic.requester.atomic", "nic.atomic_service",
+    "nic.completer.atomic", "link.signal_rate",
+)
+#: Whole-number parameters added by default when the data hold several-QP experiments.
+SWEEP_PARAMS = ("nic.qp_cache_entries", "nic.qp_context_size", "nic.atomic_units")
+
+SENS_TOL = 0.02        # smallest relative change a parameter must cause within its bounds
+COLLINEAR_TOL = 0.02   # sine of the angle to the span of stronger columns
+FD_STEP = 0.03         # finite-difference step in x (3 % of the base value, or of a rate)
+DISCRETE_TOL = 0.005   # relative change of a prediction that counts as a response
+LAT_ITERS = 7          # operations per simulated latency row (deterministic medians)
+BW_OPS = 400           # iterations per QP of a simulated bandwidth run before extrapolating
+BW_BYTES = 64 << 20    # payload bytes per simulated bandwidth run before extrapolating
+RIDGE = 1e-3           # weak pull of every fitted x towards the base value (0)
+BOOT_NFEV = 4          # evaluations per bootstrap refit (the first is the best point)
+BOUNDS = {"time": (0.1, 10.0), "rate": (0.25, 2.0), "size": (0.125, 8.0),
+          "count": (0.125, 8.0)}
+
+
+# ---------------------------------------------------------------------------------------
+# parameters
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """One profile parameter to fit, in base units (ns, bit/s, B, count)."""
+
+    key: str
+    kind: str            # time | rate | size | count
+    base: float
+    lo: float
+    hi: float
+    scope: str           # all | send | write | read | atomic | multi_qp
+    base_source: str
+
+    @property
+    def discrete(self) -> bool:
+        return self.kind in ("size", "count")
+
+    # The fit works on x: relative offsets for times (value = base x (1 + x): latencies are
+    # sums of times, so the simulator is close to linear in them) and logarithms for rates
+    # (value = base x e^x: transfer times go as 1 / rate).
+    def to_x(self, v: float) -> float:
+        return math.log(v / self.base) if self.kind == "rate" else v / self.base - 1.0
+
+    def from_x(self, x: float) -> float:
+        return self.base * math.exp(x) if self.kind == "rate" else self.base * (1.0 + x)
+
+    def dlog_dx(self, x: float) -> float:
+        """d ln(value) / dx."""
+        return 1.0 if self.kind == "rate" else 1.0 / (1.0 + x)
+
+    def fmt(self, v: float) -> str:
+        """Human-readable value with unit (reports, CI text)."""
+        if self.kind == "rate":
+            return f"{_sig(v / 1e9)} Gb/s"
+        if self.kind == "time":
+            return f"{_sig(v)} ns"
+        if self.kind == "size":
+            return f"{int(round(v))} B"
+        return f"{int(round(v))}"
+
+    def yaml_value(self, v: float) -> Any:
+        """The value as written into a profile file."""
+        if self.kind == "rate":
+            return f"{_sig(v / 1e9)}Gbps"
+        if self.kind == "time":
+            return f"{_sig(v)}ns"
+        if self.kind == "size":
+            return f"{int(round(v))}B"
+        return int(round(v))
+
+    def ci_text(self, lo: float, hi: float) -> str:
+        if self.kind == "rate":
+            return f"{_sig(lo / 1e9)}-{_sig(hi / 1e9)} Gb/s"
+        if self.kind == "time":
+            return f"{_sig(lo)}-{_sig(hi)} ns"
+        unit = " B" if self.kind == "size" else ""
+        return f"{int(round(lo))}-{int(round(hi))}{unit}"
+
+    def grid(self) -> list[int]:
+        """Candidate values of a whole-number parameter: base x 2^k, k = -3..3."""
+        b = max(1, int(round(self.base)))
+        return sorted({max(1, int(round(b * 2.0 ** k))) for k in range(-3, 4)})
+
+
+def _sig(v: float, digits: int = 4) -> str:
+    """``v`` with ``digits`` significant digits, positional (no exponent)."""
+    return np.format_float_positional(float(v), precision=digits, unique=False,
+                                      fractional=False, trim="-")
+
+
+_KINDS = ((TimeP, "time"), (RateP, "rate"), (SizeP, "size"), (CountP, "count"))
+
+
+def _param_node(model: ProfileModel, key: str) -> Any:
+    node: Any = model
+    for part in key.split("."):
+        if not isinstance(node, BaseModel) or part not in type(node).model_fields:
+            return None
+        node = getattr(node, part)
+    return node
+
+
+def fittable_keys(model: ProfileModel) -> list[str]:
+    """Every numeric parameter of a profile (``section.param`` or ``nic.role.op``)."""
+    out = []
+    for sec in ("link", "switch", "pcie", "nic", "host"):
+        s = getattr(model, sec)
+        for k in type(s).model_fields:
+            p = getattr(s, k)
+            if isinstance(p, OpTimes):
+                out += [f"{sec}.{k}.{op}" for op in type(p).model_fields]
+            elif any(isinstance(p, cls) for cls, _ in _KINDS):
+                out.append(f"{sec}.{k}")
+    return out
+
+
+def _scope(key: str) -> str:
+    parts = key.split(".")
+    if len(parts) == 3 and parts[1] in ("requester", "responder", "completer"):
+        return parts[2]
+    if key in ("nic.atomic_service", "nic.atomic_units"):
+        return "atomic"
+    if key == "nic.qp_cache_entries":    # one QP per NIC hits after its first use
+        return "multi_qp"
+    return "all"
+
+
+def resolve_params(profile: Profile, names: Sequence[str]) -> list[Param]:
+    """Parameters named ``names`` in ``profile``; InputError for unknown or non-numeric ones."""
+    out: list[Param] = []
+    valid = fittable_keys(profile.model)
+    for name in names:
+        node = _param_node(profile.model, name)
+        kind = next((k for cls, k in _KINDS if isinstance(node, cls)), None)
+        if kind is None:
+            what = ("a numeric profile parameter (this one is a word, not a quantity)"
+                    if node is not None else "a numeric profile parameter")
+            raise InputError("command line", "--params",
+                             f"{what}; {name!r} is not one. Parameters: {', '.join(valid)}")
+        base = float(node.value)
+        if base <= 0:
+            raise InputError(profile.path, name, "a value > 0 in the base profile to fit "
+                             f"it relative to (it is {node.value!r})")
+        lo, hi = BOUNDS[kind]
+        lo_v, hi_v = base * lo, base * hi
+        if kind in ("size", "count"):
+            lo_v, hi_v = max(1.0, math.floor(lo_v)), math.ceil(hi_v)
+        if name in [p.key for p in out]:
+            raise InputError("command line", "--params", f"each parameter once; {name!r} repeats")
+        out.append(Param(name, kind, base, lo_v, hi_v, _scope(name), node.source))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# measurements -> simulator experiments
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One simulated perftest row (hashable: the cache key with the parameter values)."""
+
+    tool: str
+    size: int
+    conn: str = "RC"
+    qps: int = 1
+    tx_depth: int | None = None
+    cq_mod: int = 100
+    post_list: int = 1
+    inline: int | None = 0          # perftest -I: inlined if size <= this (None: the
+                                    # tool's default, the profile's max_inline)
+    mtu: int | None = None
+    outstanding: int | None = None  # -o: nic.max_rd_atomic
+    max_inline: int | None = None   # the run inlined more than the profile's max_inline
+    atomic: str = "FETCH_AND_ADD"
+    iters: int = 0                  # operations per QP averaged over (0: steady state)
+
+    @property
+    def kind(self) -> str:
+        return "lat" if self.tool.endswith("_lat") else "bw"
+
+    @property
+    def op_class(self) -> str:
+        return self.tool.split("_")[1]          # read write send atomic
+
+    def label(self) -> str:
+        bits = [self.tool, f"{self.size} B"]
+        if self.conn != "RC":
+            bits.append(self.conn)
+        if self.qps > 1:
+            bits.append(f"{self.qps} QPs")
+        if self.kind == "bw":
+            bits.append(f"depth {self.tx_depth or 128}")
+            if self.post_list > 1:
+                bits.append(f"list {self.post_list}")
+        if self.inline and self.size <= self.inline:
+            bits.append("inline")
+        return " ".join(bits)
+
+
+@dataclass
+class Point:
+    """A measurement the fit uses, with the experiment that reproduces it."""
+
+    exp: Experiment
+    quantity: str          # lat_us | rate_mops
+    measured: float        # us or Mops
+    factor: float          # measured ~ factor x simulated (2: probe round trip vs half)
+    series: str            # series id (file: tool / sweep ...)
+    series_title: str
+    x: float               # abscissa in the series
+    xlabel: str
+    source: str
+    line: int
+    metric: str            # the Measurement metric fitted (lat_median, msg_rate, bw_avg)
+    bw_gbps: float | None = None  # measured bandwidth, for plots
+
+    @property
+    def file(self) -> str:
+        return Path(self.source).name
+
+
+@dataclass
+class Unmapped:
+    """A measurement the fit could not use, and why."""
+
+    source: str
+    line: int
+    what: str
+    reason: str
+
+
+def _perftest_runs(sources: set[str]) -> dict[tuple[str, int], Any]:
+    """Row line -> PerftestRun, for header facts ``Measurement`` does not carry."""
+    out: dict[tuple[str, int], Any] = {}
+    for src in sources:
+        try:
+            text = Path(src).read_text(encoding="utf-8", errors="replace")
+            runs = parse_perftest_runs(text, src)
+        except (OSError, InputError):
+            continue
+        for run in runs:
+            for r in run.rows:
+                out[(src, r.line)] = run
+    return out
+
+
+def _group(ms: list[Measurement]) -> dict[tuple[str, int, str, int], dict[str, Measurement]]:
+    """Metrics of one configuration (file, line, verb, payload), in input order."""
+    groups: dict[tuple[str, int, str, int], dict[str, Measurement]] = {}
+    for m in ms:
+        key = (m.source, m.line, m.verb, m.payload)
+        groups.setdefault(key, {})[m.metric] = m
+    return groups
+
+
+_SWEEP_X = {"lat": ("payload", "payload [B]"), "bw": ("payload", "payload [B]"),
+            "inline": ("payload", "payload [B]"), "qps": ("qps", "QPs"),
+            "depth": ("depth", "outstanding WRs per QP"),
+            "batch": ("batch", "WRs per doorbell"), "signal": ("signal_every", "signal every"),
+            "atomics": ("addresses", "addresses"), "threads": ("threads", "threads"),
+            "pages": ("region_bytes", "region [B]")}
+
+
+def map_measurements(ms: list[Measurement], base: Profile
+                     ) -> tuple[list[Point], list[Unmapped]]:
+    """Map measurements to simulator experiments; the rest is returned with a reason."""
+    points: list[Point] = []
+    unmapped: list[Unmapped] = []
+    runs = _perftest_runs({m.source for m in ms if m.tool.startswith("ib_")})
+    kind_of_link = "IB" if base.link.kind == "ib" else "Ethernet"
+    for (src, line, verb, payload), metrics in _group(ms).items():
+        m = next(iter(metrics.values()))
+        what = (f"{m.tool or 'probe'} {verb} {m.transport} {m.kind} {payload} B"
+                + (f" ({m.sweep} sweep)" if m.tool == "rnicsim-probe" else ""))
+
+        def skip(reason: str) -> None:
+            unmapped.append(Unmapped(src, line, what, reason))
+
+        if m.link_layer and m.link_layer != kind_of_link:
+            skip(f"measured on {m.link_layer}, the base profile is {base.link.kind}")
+            continue
+        if m.kind == "lat":
+            pm = metrics.get("lat_median")
+            if pm is None:
+                skip("no median latency (t_typical) to fit")
+                continue
+            quantity, measured, metric, bw = "lat_us", pm.value, "lat_median", None
+        else:
+            pm = metrics.get("msg_rate") or metrics.get("bw_avg")
+            if pm is None:
+                skip("no message rate or average bandwidth to fit")
+                continue
+            bw = metrics["bw_avg"].value if "bw_avg" in metrics else None
+            if pm.metric == "msg_rate":
+                quantity, measured, metric = "rate_mops", pm.value, "msg_rate"
+            else:  # Gb/s of payload -> Mops
+                quantity, measured, metric = "rate_mops", pm.value * 1e3 / (8 * payload), "bw_avg"
+        if not (measured > 0 and math.isfinite(measured)):
+            skip(f"{metric} is {measured}: nothing to fit")
+            continue
+        atomic = "CMP_AND_SWAP" if verb == "CAS" else "FETCH_AND_ADD"
+        inline = payload if m.inline else 0
+        max_inline = payload if m.inline and payload > base.nic.max_inline else None
+        factor = 1.0
+        if m.tool in TOOLS:
+            run = runs.get((src, line))
+            # perftest's -I: what the header says ("Max inline data"), else the tool's
+            # default (the simulator's perftest inlines up to the profile's max_inline)
+            inline = getattr(run, "inline_size", None)
+            max_inline = inline if inline and inline > base.nic.max_inline and \
+                payload <= inline else None
+            if run is not None and run.bidirectional:
+                skip("bidirectional perftest run (the simulator runs one direction)")
+                continue
+            if m.transport not in ("RC", "UC", "UD"):
+                skip(f"{m.transport} connections are not simulated")
+                continue
+            exp = Experiment(
+                tool=m.tool, size=payload, conn=m.transport, qps=m.qps,
+                tx_depth=m.depth if m.kind == "bw" else None,
+                cq_mod=m.signal_every if m.kind == "bw" else 100,
+                inline=inline, mtu=m.mtu, max_inline=max_inline, atomic=atomic,
+                outstanding=getattr(run, "outstanding_reads", None),
+                iters=m.iterations if m.kind == "bw" else 0)
+            series = f"{Path(src).name}|{m.tool}|{m.transport}|{m.qps}|{m.depth}|{m.signal_every}"
+            title = f"{m.tool}" + (f" -c {m.transport}" if m.transport != "RC" else "") \
+                + (f" -q {m.qps}" if m.qps > 1 else "") + f" ({Path(src).name})"
+            x, xlabel = float(payload), "payload [B]"
+        elif m.tool == "rnicsim-probe":
+            if m.threads > 1:
+                skip(f"{m.threads} posting threads: no perftest-like experiment with threads")
+                continue
+            if m.addresses > 1:
+                skip(f"{m.addresses} atomic addresses: perftest runs target one address")
+                continue
+            if m.random_offsets:
+                skip("random offsets over a large region (pages sweep): not simulated by perftest")
+                continue
+            if m.page_size != 4096:
+                skip(f"{m.page_size} B pages: perftest runs use 4 KiB pages")
+                continue
+            if m.kind == "lat":
+                if m.batch > 1 or m.qps > 1:
+                    skip("latency with several QPs or a batch: no perftest counterpart")
+                    continue
+                if verb == "READ":
+                    tool = "ib_read_lat"
+                elif verb in ("CAS", "FAA"):
+                    tool = "ib_atomic_lat"
+                elif verb == "SEND" and m.sweep != "inline":
+                    tool, factor = "ib_send_lat", 2.0
+                else:
+                    skip(f"{verb} post-to-CQE latency: perftest's ib_{verb.lower()}_lat is a "
+                         "ping-pong; workloads.perftest has no counterpart")
+                    continue
+                if m.latency_convention == "half_rtt":
+                    factor = 1.0
+                exp = Experiment(tool=tool, size=payload, conn=m.transport, inline=inline,
+                                 mtu=m.mtu, max_inline=max_inline, atomic=atomic)
+            else:
+                tool = {"READ": "ib_read_bw", "WRITE": "ib_write_bw", "SEND": "ib_send_bw",
+                        "CAS": "ib_atomic_bw", "FAA": "ib_atomic_bw"}[verb]
+                exp = Experiment(tool=tool, size=payload, conn=m.transport, qps=m.qps,
+                                 tx_depth=m.depth, cq_mod=m.signal_every, post_list=m.batch,
+                                 inline=inline, mtu=m.mtu, max_inline=max_inline,
+                                 atomic=atomic, iters=0)
+            xattr, xlabel = _SWEEP_X.get(m.sweep, ("payload", "payload [B]"))
+            x = float(getattr(m, xattr, payload))
+            fixed = {k: getattr(m, k) for k in ("qps", "depth", "batch", "signal_every",
+                                                 "inline") if k != xattr}
+            if xattr != "payload":
+                fixed["payload"] = payload
+            series = f"{Path(src).name}|{m.sweep}|{verb}|{m.transport}|{m.kind}|" + \
+                "|".join(f"{k}={v}" for k, v in sorted(fixed.items()))
+            title = (f"probe {m.sweep}: {verb} {m.transport} "
+                     f"{'latency' if m.kind == 'lat' else 'throughput'}"
+                     + (" inline" if m.inline and xattr != "inline" else "")
+                     + (f" {payload} B" if xattr != "payload" else "")
+                     + f" ({Path(src).name})")
+        else:
+            skip(f"unknown tool {m.tool!r}")
+            continue
+        points.append(Point(exp, quantity, measured, factor, series, title, x, xlabel, src,
+                            line, metric, bw))
+    return points, unmapped
+
+
+# ---------------------------------------------------------------------------------------
+# the simulator, cached
+# ---------------------------------------------------------------------------------------
+
+
+def bw_plan(exp: Experiment) -> tuple[int, ...]:
+    """Iterations per QP to simulate for a bandwidth row: the measured count when it fits
+    the budget, else two shorter runs (n, 2n) whose durations are extrapolated linearly."""
+    per_run = max(8, min(max(32, min(BW_OPS, 4000 // exp.qps)),
+                         BW_BYTES // max(1, exp.size * exp.qps)))
+    if 0 < exp.iters <= per_run:
+        return (exp.iters,)
+    return (per_run // 2, per_run)
+
+
+def _args(exp: Experiment, profile: Profile) -> PerftestArgs:
+    return PerftestArgs(tool=exp.tool, size=exp.size, qps=exp.qps, tx_depth=exp.tx_depth,
+                        post_list=exp.post_list, conn=exp.conn, inline=exp.inline,
+                        mtu=exp.mtu, cq_mod=exp.cq_mod, outstanding=exp.outstanding,
+                        atomic=exp.atomic, nic=profile.name)
+
+
+def simulate(exp: Experiment, profile: Profile) -> float:
+    """The experiment's fitted quantity: median latency [us] or message rate [Mops]."""
+    a = _args(exp, profile)
+    if exp.kind == "lat":
+        return run_lat(a, profile, exp.size, LAT_ITERS)["t_typical"]
+    plan = bw_plan(exp)
+    if len(plan) == 1:
+        return run_bw(a, profile, exp.size, plan[0])["msg_rate_mpps"]
+    n1, n2 = plan
+    t1 = n1 * exp.qps / run_bw(a, profile, exp.size, n1)["msg_rate_mpps"]   # us
+    t2 = n2 * exp.qps / run_bw(a, profile, exp.size, n2)["msg_rate_mpps"]
+    per_round = (t2 - t1) / (n2 - n1)       # us per operation on every QP
+    fill = t1 - n1 * per_round              # pipeline fill and drain [us]
+    if per_round <= 0:
+        return n2 * exp.qps / t2
+    if exp.iters <= 0:
+        return exp.qps / per_round
+    return exp.iters * exp.qps / (fill + exp.iters * per_round)
+
+
+class Simulator:
+    """Predictions of the points for parameter values, with every run cached."""
+
+    def __init__(self, base: Profile, params: list[Param], points: list[Point]) -> None:
+        self.base = base
+        self.params = params
+        self.points = points
+        self.measured = np.array([p.measured for p in points])
+        self.cache: dict[tuple, float] = {}
+        self._profiles: "OrderedDict[tuple, Profile]" = OrderedDict()
+        self.runs = 0
+        self.sim_seconds = 0.0
+        self.weights = np.ones(len(points))
+
+    def profile(self, values: tuple, exp: Experiment | None = None) -> Profile:
+        extra = (exp.mtu, exp.outstanding, exp.max_inline) if exp else (None, None, None)
+        key = (values, extra)
+        prof = self._profiles.get(key)
+        if prof is not None:
+            self._profiles.move_to_end(key)
+            return prof
+        over: dict[str, Any] = {}
+        for p, v in zip(self.params, values):
+            over[p.key] = int(round(v)) if p.discrete else float(v)
+        if exp is not None:
+            if exp.mtu:
+                over["link.mtu"] = int(exp.mtu)
+            if exp.outstanding:
+                over["nic.max_rd_atomic"] = int(exp.outstanding)
+            if exp.max_inline:
+                over["nic.max_inline"] = int(exp.max_inline)
+        prof = self.base.with_overrides(over, "rnicsim calibrate") if over else self.base
+        self._profiles[key] = prof
+        if len(self._profiles) > 256:
+            self._profiles.popitem(last=False)
+        return prof
+
+    def key(self, values: Sequence[float]) -> tuple:
+        return tuple(int(round(v)) if p.discrete else float(v)
+                     for p, v in zip(self.params, values))
+
+    def run(self, exp: Experiment, values: tuple) -> float:
+        k = (exp, values)
+        v = self.cache.get(k)
+        if v is None:
+            t = time.perf_counter()
+            v = simulate(exp, self.profile(values, exp))
+            self.sim_seconds += time.perf_counter() - t
+            self.runs += 1
+            self.cache[k] = v
+        return v
+
+    def predict(self, values: Sequence[float], rows: Sequence[int] | None = None) -> np.ndarray:
+        """Simulated values (in the measured quantity) of ``rows`` (all points if None)."""
+        vk = self.key(values)
+        idx = range(len(self.points)) if rows is None else rows
+        return np.array([self.points[i].factor * self.run(self.points[i].exp, vk) for i in idx])
+
+    def residuals(self, values: Sequence[float], rows: Sequence[int] | None = None) -> np.ndarray:
+        meas = self.measured if rows is None else self.measured[list(rows)]
+        return self.predict(values, rows) / meas - 1.0
+
+    def set_weights(self, how: str) -> None:
+        """Per-point weights of the squared residuals, mean 1: ``series`` gives every
+        series the same total weight (a 1-point atomic series counts as much as a
+        23-size sweep), ``points`` every point the same."""
+        n = len(self.points)
+        if how == "points" or n == 0:
+            self.weights = np.ones(n)
+            return
+        size: dict[str, int] = {}
+        for p in self.points:
+            size[p.series] = size.get(p.series, 0) + 1
+        self.weights = np.array([n / (len(size) * size[p.series]) for p in self.points])
+
+    def in_scope(self, param: Param) -> list[int]:
+        """Rows whose experiment the parameter can move (see the module docstring)."""
+        out = []
+        for i, pt in enumerate(self.points):
+            e = pt.exp
+            s = param.scope
+            if (s == "all" or s == e.op_class or (s == "multi_qp" and e.qps > 1)):
+                out.append(i)
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# the fit
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ParamResult:
+    """Outcome for one parameter."""
+
+    param: Param
+    fitted: float
+    identified: bool
+    reason: str = ""              # why not identified (or a caveat)
+    ci: tuple[float, float] | None = None
+    sensitivity: float = 0.0      # largest |elasticity| at the fitted point
+    at_bound: bool = False
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return self.param.key
+
+
+@dataclass
+class FitResult:
+    """Everything the profile writer and the report need."""
+
+    base: Profile
+    params: list[ParamResult]
+    points: list[Point]
+    unmapped: list[Unmapped]
+    base_pred: np.ndarray
+    fit_pred: np.ndarray
+    inputs: list[str]
+    bootstrap: int
+    seed: int
+    elapsed_s: float
+    sim_runs: int
+    sim_seconds: float
+    cost_base: float
+    cost_fit: float
+    unused_metrics: int = 0
+    notes: list[str] = field(default_factory=list)
+    boot_samples: np.ndarray | None = None
+
+    def values(self) -> dict[str, float]:
+        return {r.key: r.fitted for r in self.params}
+
+
+class _Log:
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.t0 = time.perf_counter()
+
+    def __call__(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"calibrate [{time.perf_counter() - self.t0:6.1f}s] {msg}", file=sys.stderr,
+                  flush=True)
+
+
+def _jacobian(sim: Simulator, values: np.ndarray, cols: list[int], lb: np.ndarray,
+              ub: np.ndarray, rows: Sequence[int] | None = None,
+              central: bool = False) -> np.ndarray:
+    """d residual / dx for the continuous params ``cols`` by finite differences
+    (forward, or central; one-sided at a bound); rows outside a parameter's scope are 0
+    without running the simulator."""
+    rows = list(range(len(sim.points))) if rows is None else list(rows)
+    pos = {r: k for k, r in enumerate(rows)}
+    r0 = sim.residuals(values, rows)
+    J = np.zeros((len(rows), len(cols)))
+    for c, j in enumerate(cols):
+        p = sim.params[j]
+        scope = [r for r in sim.in_scope(p) if r in pos]
+        if not scope:
+            continue
+        idx = [pos[r] for r in scope]
+        x = p.to_x(values[j])
+        up = x + FD_STEP <= ub[j]
+        down = x - FD_STEP >= lb[j]
+
+        def at(h: float) -> np.ndarray:
+            v2 = values.copy()
+            v2[j] = p.from_x(x + h)
+            return sim.residuals(v2, scope)
+
+        if central and up and down:
+            J[idx, c] = (at(FD_STEP) - at(-FD_STEP)) / (2 * FD_STEP)
+        else:
+            h = FD_STEP if up else -FD_STEP
+            J[idx, c] = (at(h) - r0[idx]) / h
+    return J
+
+
+def _elasticities(J: np.ndarray, cols: list[int], params: list[Param], values: np.ndarray,
+                  measured: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """d ln(simulated) / d ln(param) from the residual Jacobian in x."""
+    E = J * (measured / np.maximum(pred, 1e-300))[:, None]
+    for c, j in enumerate(cols):
+        p = params[j]
+        E[:, c] /= p.dlog_dx(p.to_x(values[j]))
+    return E
+
+
+def _reach(p: Param, value: float) -> float:
+    """How far (as a factor - 1) the parameter may move from ``value`` within its bounds."""
+    return max(p.hi / value - 1.0, 1.0 - p.lo / value)
+
+
+def _identify(J: np.ndarray, cols: list[int], params: list[Param], values: np.ndarray,
+              measured: np.ndarray, pred: np.ndarray, weights: np.ndarray,
+              prefer: Sequence[int] = ()) -> tuple[list[int], dict[int, str]]:
+    """Split ``cols`` into identified ones and {col: reason} for the others.
+
+    Not identified: no point would move by SENS_TOL (relative, linearised) anywhere within
+    the parameter's bounds, or the column is within COLLINEAR_TOL (sine) of the span of
+    the more influential identified columns (columns in ``prefer`` are taken first)."""
+    E = _elasticities(J, cols, params, values, measured, pred)
+    sens = np.abs(E).max(axis=0) if len(E) else np.zeros(len(cols))
+    reach = np.array([sens[c] * _reach(params[j], values[j]) for c, j in enumerate(cols)])
+    reasons: dict[int, str] = {}
+    J = J * np.sqrt(weights)[:, None]      # the columns as the fit sees them
+    order = sorted(range(len(cols)),
+                   key=lambda c: (cols[c] not in prefer, -np.linalg.norm(J[:, c])))
+    chosen: list[int] = []
+    basis = np.zeros((J.shape[0], 0))
+    for c in order:
+        j = cols[c]
+        if reach[c] < SENS_TOL:
+            p = params[j]
+            reasons[j] = (f"no mapped measurement responds to it: anywhere in "
+                          f"{p.fmt(p.lo)}-{p.fmt(p.hi)} it would move none by more than "
+                          f"{100 * reach[c]:.1f}% (elasticity {sens[c]:.4f})")
+            continue
+        v = J[:, c]
+        n = np.linalg.norm(v)
+        if basis.shape[1]:
+            coef = basis.T @ v
+            rest = v - basis @ coef
+            sine = np.linalg.norm(rest) / n
+            if sine < COLLINEAR_TOL:
+                # name the identified parameters it is confounded with
+                sol, *_ = np.linalg.lstsq(J[:, chosen], v, rcond=None)
+                w = np.abs(sol)
+                names = [params[cols[chosen[k]]].key for k in np.argsort(-w)[:3]
+                         if w[k] > 0.05 * w.max()]
+                reasons[j] = (f"its effect cannot be told apart from {', '.join(names)} "
+                              f"(sine {sine:.3f} < {COLLINEAR_TOL})")
+                continue
+            rest = rest / np.linalg.norm(rest)
+        else:
+            rest = v / n
+        basis = np.column_stack([basis, rest])
+        chosen.append(c)
+    return [cols[c] for c in sorted(chosen)], reasons
+
+
+def _lsq(sim: Simulator, values: np.ndarray, free: list[int], lb: np.ndarray, ub: np.ndarray,
+         max_nfev: int, rows: list[int] | None = None, weights: np.ndarray | None = None,
+         fixed_jac: np.ndarray | None = None, step: float = 0.3, central: bool = False
+         ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Least squares over the x of the parameters ``free`` (offsets from ``values``, so the
+    first trust region is about ``step`` in x); returns the new values and the Jacobian
+    of the residuals of ``rows`` at them (unweighted)."""
+    if not free:
+        return values.copy(), None
+    ps = [sim.params[j] for j in free]
+    sw = np.sqrt(weights) if weights is not None else None
+    start = np.array([p.to_x(values[j]) for p, j in zip(ps, free)])
+
+    def full(d: np.ndarray) -> np.ndarray:
+        v = values.copy()
+        for k, (p, j) in enumerate(zip(ps, free)):
+            v[j] = p.from_x(start[k] + d[k])
+        return v
+
+    ridge = math.sqrt(RIDGE)
+
+    def fun(x: np.ndarray) -> np.ndarray:
+        r = sim.residuals(full(x), rows)
+        r = r * sw if sw is not None else r
+        return np.concatenate([r, ridge * (start + x)])
+
+    def jac(x: np.ndarray) -> np.ndarray:
+        if fixed_jac is not None:
+            J = fixed_jac
+        else:
+            J = _jacobian(sim, full(x), free, lb, ub, rows, central=central)
+        J = J * sw[:, None] if sw is not None else J
+        return np.vstack([J, ridge * np.eye(len(free))])
+
+    lo = lb[free] - start - 1e-12
+    hi = ub[free] - start + 1e-12
+    res = least_squares(fun, np.zeros(len(free)), jac=jac, bounds=(lo, hi), method="trf",
+                        x_scale=step, max_nfev=max_nfev, ftol=1e-5, xtol=1e-5, gtol=1e-8)
+    J = np.asarray(res.jac)[: -len(free)]
+    J = J / sw[:, None] if sw is not None else J
+    return full(res.x), J
+
+
+def _rms(sim: Simulator, values: np.ndarray) -> float:
+    return float(math.sqrt(np.mean(sim.residuals(values) ** 2)))
+
+
+def _grid_search(sim: Simulator, values: np.ndarray, j: int, rows: list[int] | None = None,
+                 weights: np.ndarray | None = None
+                 ) -> tuple[int, bool, list[int], list[int]]:
+    """Best value of the whole-number parameter j on its grid, others fixed.
+
+    Returns (best, responds, values that fit equally well, rows that respond); among equal
+    fits the value nearest the base one is taken."""
+    p = sim.params[j]
+    scope = sim.in_scope(p)
+    if rows is not None:
+        scope = [r for r in scope if r in set(rows)]
+    costs: dict[int, float] = {}
+    preds: dict[int, np.ndarray] = {}
+    for g in p.grid():
+        v = values.copy()
+        v[j] = g
+        preds[g] = sim.predict(v, scope) if scope else np.zeros(0)
+        r = preds[g] / sim.measured[scope] - 1.0 if scope else np.zeros(0)
+        w = weights[scope] if weights is not None else sim.weights[scope]
+        costs[g] = float(np.sum(w * r * r))
+    ref = preds[min(preds, key=lambda g: abs(math.log(g / p.base)))]
+    moved = set()
+    for g, pr in preds.items():
+        if len(pr):
+            rel = np.abs(pr / np.maximum(ref, 1e-300) - 1.0)
+            moved |= {scope[i] for i in np.nonzero(rel > DISCRETE_TOL)[0]}
+    responds = bool(moved)
+    cmin = min(costs.values())
+    ties = [g for g, c in costs.items() if c <= cmin * (1 + 1e-9) + 1e-15]
+    best = min(ties, key=lambda g: (abs(math.log(g / p.base)), g))
+    return best, responds, sorted(ties), sorted(moved)
+
+
+def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] | None = None,
+              bootstrap: int = 20, seed: int = 1, iterations: int = 20,
+              quiet: bool = True, weighting: str = "points") -> FitResult:
+    """Fit ``base_name``'s parameters to the measurements in ``inputs`` (see module doc)."""
+    log = _Log(quiet)
+    t_start = time.perf_counter()
+    base = load_profile(base_name)
+    ms = load_measurements(list(inputs))
+    if not ms:
+        raise InputError(", ".join(inputs), "", "at least one measurement (perftest rows or "
+                         "probe measurement lines)")
+    points, unmapped = map_measurements(ms, base)
+    auto = param_names is None
+    if auto:
+        names = list(DEFAULT_PARAMS)
+        if any(p.exp.qps > 1 for p in points):
+            names += [k for k in SWEEP_PARAMS if _param_node(base.model, k) is not None]
+    else:
+        names = list(param_names)
+    params = resolve_params(base, names)
+    log(f"{len(ms)} measurements, {len(points)} mapped points, {len(unmapped)} unmapped; "
+        f"{len(params)} parameters")
+
+    # Base predictions; experiments the simulator refuses are unmapped.
+    values0 = np.array([p.base for p in params], dtype=float)
+    sim = Simulator(base, params, points)
+    keep: list[Point] = []
+    for pt in points:
+        try:
+            sim.run(pt.exp, sim.key(values0))
+            keep.append(pt)
+        except (ValueError, InputError) as e:
+            unmapped.append(Unmapped(pt.source, pt.line, pt.exp.label(),
+                                     f"the simulator refused the experiment: {e}"))
+    if not keep:
+        listing = "; ".join(f"{Path(u.source).name}:{u.line} {u.reason}" for u in unmapped[:5])
+        raise InputError(", ".join(inputs), "", "at least one measurement that maps onto a "
+                         f"simulator experiment (none did: {listing})")
+    points = keep
+    cache = sim.cache
+    sim = Simulator(base, params, points)
+    sim.cache = cache
+    sim.set_weights(weighting)
+    base_pred = sim.predict(values0)
+    cost_base = float(np.sum((base_pred / sim.measured - 1) ** 2))
+    log(f"base: rms relative error {math.sqrt(cost_base / len(points)):.3f}")
+
+    lb = np.array([p.to_x(p.lo) for p in params])
+    ub = np.array([p.to_x(p.hi) for p in params])
+    cont = [j for j, p in enumerate(params) if not p.discrete]
+    disc = [j for j, p in enumerate(params) if p.discrete]
+    values = values0.copy()
+    reasons: dict[int, str] = {}
+    disc_ok: dict[int, bool] = {}
+    disc_rows: dict[int, list[int]] = {}
+    disc_ties: dict[int, list[int]] = {}
+
+    def search_discrete() -> bool:
+        changed = False
+        for j in disc:
+            best, responds, ties, moved = _grid_search(sim, values, j)
+            disc_ok[j] = responds
+            disc_rows[j] = moved
+            disc_ties[j] = ties
+            if not responds:
+                reasons[j] = "no mapped measurement responds to it over " + \
+                    f"{params[j].grid()[0]}-{params[j].grid()[-1]}"
+                if values[j] != params[j].base:
+                    values[j] = params[j].base
+                    changed = True
+                continue
+            reasons.pop(j, None)
+            if best != values[j]:
+                values[j] = best
+                changed = True
+        return changed
+
+    if disc:
+        search_discrete()
+        log("whole-number parameters: " + ", ".join(
+            f"{params[j].key}={int(values[j])}" for j in disc))
+
+    # Continuous: identify at the start point and fit; identify again at the fitted point
+    # (central differences: a fitted point often sits on a kink, where one bottleneck
+    # takes over from another); refit when that changes what is identified.
+    free: list[int] = []
+    Jf = np.zeros((len(points), 0))
+    if cont:
+        J0 = _jacobian(sim, values, cont, lb, ub)
+        free, why = _identify(J0, cont, params, values, sim.measured, sim.predict(values),
+                              sim.weights)
+        reasons.update(why)
+        log(f"identified at the base point: {', '.join(params[j].key for j in free) or 'none'}")
+        for rnd in range(2):
+            values, _ = _lsq(sim, values, free, lb, ub, iterations if rnd == 0 else
+                             max(4, iterations // 2), weights=sim.weights)
+            log(f"fit: rms relative error {_rms(sim, values):.4f} ({sim.runs} runs)")
+            if disc and search_discrete():
+                log("whole-number parameters moved: " + ", ".join(
+                    f"{params[j].key}={int(values[j])}" for j in disc))
+            Jf = _jacobian(sim, values, cont, lb, ub, central=True)
+            if rnd == 1:
+                break
+            free2, why2 = _identify(Jf, cont, params, values, sim.measured,
+                                    sim.predict(values), sim.weights, prefer=free)
+            for j in set(cont) - set(free2):
+                reasons[j] = why2.get(j, reasons.get(j, ""))
+                if j in free:
+                    reasons[j] = "identified at the base point but not at the fitted " \
+                        "point: " + reasons[j]
+            for j in set(free2):
+                reasons.pop(j, None)
+            if set(free2) == set(free):
+                break
+            log("identified at the fitted point: "
+                f"{', '.join(params[j].key for j in free2) or 'none'}; refitting")
+            for j in set(free) - set(free2):
+                values[j] = params[j].base
+            free = free2
+    fit_values = values.copy()
+    fit_pred = sim.predict(fit_values)
+    cost_fit = float(np.sum((fit_pred / sim.measured - 1) ** 2))
+    log(f"fitted: rms relative error {math.sqrt(cost_fit / len(points)):.4f}")
+
+    # Bootstrap over measurements.
+    samples = np.tile(fit_values, (0, 1))
+    if bootstrap > 0 and (free or any(disc_ok.values())):
+        rng = np.random.default_rng(seed)
+        Jfree = Jf[:, [cont.index(j) for j in free]] if free else np.zeros((len(points), 0))
+        rows_all = []
+        n = len(points)
+        for b in range(bootstrap):
+            w = np.bincount(rng.integers(0, n, n), minlength=n) * sim.weights
+            rows = [i for i in range(n) if w[i] > 0]
+            v = fit_values.copy()
+            for j in disc:
+                if disc_ok.get(j):
+                    v[j] = _grid_search(sim, fit_values, j, rows, w)[0]
+            if free:
+                v, _ = _lsq(sim, v, free, lb, ub, BOOT_NFEV, rows, w[rows], Jfree[rows],
+                            step=0.05)
+            rows_all.append(v)
+            if (b + 1) % max(1, bootstrap // 5) == 0:
+                log(f"bootstrap {b + 1}/{bootstrap} ({sim.runs} runs)")
+        samples = np.array(rows_all)
+
+    # Results per parameter.
+    E = _elasticities(Jf, cont, params, fit_values, sim.measured, fit_pred) if cont else None
+    results: list[ParamResult] = []
+    for j, p in enumerate(params):
+        identified = (j in free) or (p.discrete and disc_ok.get(j, False))
+        r = ParamResult(p, float(fit_values[j]) if identified else p.base, identified,
+                        reasons.get(j, "") if not identified else "")
+        if p.discrete:
+            rows = disc_rows.get(j, [])
+        else:
+            col = np.abs(E[:, cont.index(j)]) if E is not None and len(E) else np.zeros(0)
+            r.sensitivity = float(col.max()) if len(col) else 0.0
+            rows = [i for i in range(len(points)) if len(col) and col[i] >= SENS_TOL / 2]
+        r.files = sorted({points[i].file for i in rows})
+        if identified:
+            if len(samples) >= 2:
+                lo, hi = np.percentile(samples[:, j], [2.5, 97.5])
+                r.ci = (float(min(lo, r.fitted)), float(max(hi, r.fitted)))
+            ties = disc_ties.get(j, [])
+            if p.discrete and len(ties) > 1:
+                lo, hi = r.ci or (r.fitted, r.fitted)
+                r.ci = (float(min(lo, ties[0])), float(max(hi, ties[-1])))
+                r.reason = (f"the data only bound it: {ties[0]}-{ties[-1]} fit equally well; "
+                            "the value nearest the base one is kept")
+            x = p.to_x(r.fitted)
+            if not p.discrete and (x <= lb[j] + 1e-3 or x >= ub[j] - 1e-3):
+                r.at_bound = True
+                r.reason = (f"at the bound of the search ({p.fmt(p.lo)}-{p.fmt(p.hi)}): "
+                            "the data ask for a value outside it; check the model or inputs")
+            if p.discrete:
+                g = p.grid()
+                if (r.fitted == g[0] and g[0] > 1) or (r.fitted == g[-1] and len(ties) < 2):
+                    r.at_bound = True
+                    r.reason = f"at the end of the searched grid {g}"
+        results.append(r)
+    mapped = {(p.source, p.line) for p in points}
+    unused = sum(1 for m in ms if (m.source, m.line) in mapped) - len(points)
+    notes: list[str] = []
+    return FitResult(base, results, points, unmapped, base_pred, fit_pred,
+                     [str(i) for i in inputs], bootstrap, seed,
+                     time.perf_counter() - t_start, sim.runs, sim.sim_seconds, cost_base,
+                     cost_fit, max(0, unused), notes, samples if len(samples) else None)
+
+
+# ---------------------------------------------------------------------------------------
+# the fitted profile
+# ---------------------------------------------------------------------------------------
+
+
+def _scalar(v: Any) -> str:
+    """A YAML scalar, plain when that reads back unchanged, else double-quoted."""
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
+    if isinstance(v, (int, float)):
+        return repr(v)
+    s = str(v)
+    try:
+        if s and s.strip() == s and yaml.safe_load(f"k: {s}") == {"k": s} and \
+                not any(c in s for c in ",{}[]#&*!|>'\"%@`"):
+            return s
+    except yaml.YAMLError:
+        pass
+    return json.dumps(s)
+
+
+def _flow(p: dict[str, Any]) -> str:
+    return "{value: " + _scalar(p["value"]) + ", source: " + json.dumps(str(p["source"])) + "}"
+
+
+def _files_text(files: list[str]) -> str:
+    if len(files) > 6:
+        return ", ".join(files[:6]) + f" and {len(files) - 6} more"
+    return ", ".join(files)
+
+
+def fitted_source(r: ParamResult, all_files: list[str]) -> str:
+    """The ``source`` written for a fitted parameter."""
+    files = _files_text(r.files or all_files)
+    ci = (f" (95% CI {r.param.ci_text(*r.ci)})" if r.ci
+          else " (no confidence interval: no bootstrap)")
+    return f"fitted by rnicsim calibrate: {files}{ci}"
+
+
+def profile_text(result: FitResult, name: str) -> str:
+    """The fitted profile as YAML, laid out like the shipped ones."""
+    base = result.base
+    raw = None
+    path = Path(base.path)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        try:
+            raw = yaml.safe_load(path.read_text())
+            ProfileModel.model_validate(raw)
+        except Exception:  # noqa: BLE001 - fall back to the validated model below
+            raw = None
+    if raw is None:
+        raw = _dump_with_units(base.model)
+    files = sorted({p.file for p in result.points})
+    for r in result.params:
+        if not r.identified:
+            continue
+        node = raw
+        parts = r.key.split(".")
+        for part in parts[:-1]:
+            node = node[part]
+        node[parts[-1]] = {"value": r.param.yaml_value(r.fitted),
+                           "source": fitted_source(r, files)}
+    fitted = [r.key for r in result.params if r.identified]
+    desc = (f"{str(raw.get('description', '')).strip()} Calibrated by rnicsim calibrate from "
+            f"base profile {base.name} on {_files_text(files)}; fitted: "
+            f"{', '.join(fitted) or 'nothing'}.")
+    lines = [f"name: {_scalar(name)}", "description: >-"]
+    lines += textwrap.wrap(" ".join(desc.split()), 88, initial_indent="  ",
+                           subsequent_indent="  ", break_on_hyphens=False) or ["  -"]
+    for sec in ("link", "switch", "pcie", "nic", "host"):
+        lines.append(f"{sec}:")
+        for k, p in raw[sec].items():
+            if isinstance(p, dict) and "value" in p:
+                lines.append(f"  {k}: {_flow(p)}")
+            else:
+                lines.append(f"  {k}:")
+                for op, q in p.items():
+                    lines.append(f"    {op}: {_flow(q)}")
+    return "\n".join(lines) + "\n"
+
+
+def _dump_with_units(model: ProfileModel) -> dict[str, Any]:
+    raw = model.model_dump(mode="python")
+    for sec in ("link", "switch", "pcie", "nic", "host"):
+        s = getattr(model, sec)
+        for k in type(s).model_fields:
+            p = getattr(s, k)
+            subs = [(raw[sec][k], p)] if not isinstance(p, OpTimes) else \
+                [(raw[sec][k][op], getattr(p, op)) for op in type(p).model_fields]
+            for d, q in subs:
+                if isinstance(q, TimeP):
+                    d["value"] = f"{_sig(q.value, 6)}ns"
+                elif isinstance(q, RateP):
+                    d["value"] = f"{_sig(q.value / 1e9, 6)}Gbps"
+                elif isinstance(q, SizeP):
+                    d["value"] = f"{q.value}B"
+    return raw
+
+
+def write_profile(result: FitResult, out: Path) -> None:
+    """Write the fitted profile atomically (validated before it replaces ``out``)."""
+    text = profile_text(result, out.stem)
+    try:
+        ProfileModel.model_validate(yaml.safe_load(text))
+    except (ValidationError, yaml.YAMLError) as e:  # a bug here, not the user's input
+        raise RuntimeError(f"the fitted profile does not validate: {e}") from e
+    _atomic_write(out, text)
+
+
+def _atomic_write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would exit(2) with a usage dump
+        raise InputError("command line", "calibrate", message)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    ap = _Parser(prog="rnicsim calibrate", add_help=False,
+                 description="Fit a NIC profile to perftest / rnicsim-probe measurements.")
+    ap.add_argument("inputs", nargs="+")
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--report", required=True)
+    ap.add_argument("--params")
+    ap.add_argument("--bootstrap", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--weights", choices=["series", "points"], default="points")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(list(argv))
+    if a.bootstrap < 0:
+        raise InputError("command line", "--bootstrap", "a whole number >= 0")
+    if a.iterations < 1:
+        raise InputError("command line", "--iterations", "a whole number >= 1")
+    if Path(a.out).suffix not in (".yaml", ".yml"):
+        raise InputError("command line", "--out", f"a .yaml file name, got {a.out!r}")
+    if Path(a.report).exists() and not Path(a.report).is_dir():
+        raise InputError("command line", "--report", f"a directory, {a.report!r} is a file")
+    if a.params is not None:
+        a.params = [s.strip() for s in a.params.split(",") if s.strip()]
+        if not a.params:
+            raise InputError("command line", "--params", "a comma-separated list of profile "
+                             "parameters such as pcie.latency,host.mmio")
+    return a
+
+
+def main(argv: Sequence[str]) -> int:
+    """Entry point of ``rnicsim calibrate``."""
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    a = parse_args(argv)
+    result = calibrate(a.inputs, a.base, a.params, a.bootstrap, a.seed, a.iterations,
+                       quiet=a.quiet, weighting=a.weights)
+    from calibration.report import write_report, summary_lines
+
+    write_report(result, Path(a.report), Path(a.out))
+    write_profile(result, Path(a.out))
+    for line in summary_lines(result):
+        print(line)
+    print(f"profile: {a.out}   report: {Path(a.report) / 'report.md'}")
+    return 0
