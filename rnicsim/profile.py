@@ -99,6 +99,17 @@ class ChoiceP(_Param):
     """One word out of a fixed set (checked by the section)."""
 
 
+class FlagP(_Param):
+    """A yes/no switch."""
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise ValueError(f"expected true or false, got {v!r}")
+        return v
+
+
 class OpTimes(BaseModel):
     """Per-opcode service times [ns] of a NIC processing unit."""
 
@@ -161,6 +172,8 @@ class NicSection(BaseModel):
     per_packet: TimeP               # PU time per extra MTU packet of a message [ns]
     cqe_size: SizeP                 # bytes of one CQE written to the host [B]
     blueflame_size: SizeP           # largest WQE the CPU can push with the doorbell [B]
+    blueflame_inline_only: FlagP    # the driver pushes only inline WQEs (libmlx4); others
+                                    # ring a doorbell and the NIC fetches the WQE by DMA
     max_inline: SizeP               # largest inline payload [B]
     qp_cache_entries: CountP        # QP contexts held on the NIC
     qp_context_size: SizeP          # bytes fetched over PCIe on a QP-context miss [B]

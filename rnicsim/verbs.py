@@ -290,7 +290,8 @@ class QueuePair:
         p = nic.p
         if n == 1:
             size = wqe_bytes(qt, wrs[0])
-            blueflame = size <= p.blueflame_size
+            blueflame = size <= p.blueflame_size and (wrs[0].inline or
+                                                      not p.blueflame_inline_only)
         else:
             size = sum(wqe_bytes(qt, wr) for wr in wrs)
             blueflame = False
