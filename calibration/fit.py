@@ -79,6 +79,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import yaml
+
+from rnicsim.results import atomic_write
 from pydantic import BaseModel, ValidationError
 from scipy.optimize import least_squares
 
@@ -1153,19 +1155,7 @@ def write_profile(result: FitResult, out: Path) -> None:
     _atomic_write(out, text)
 
 
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+_atomic_write = atomic_write
 
 
 # ---------------------------------------------------------------------------------------

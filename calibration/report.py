@@ -26,22 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from rnicsim.results import atomic_write  # noqa: E402
+
 __all__ = ["write_report", "summary_lines", "series_table"]
 
 
-def _atomic(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+_atomic = atomic_write
 
 
 def _series(result) -> "OrderedDict[str, list[int]]":

@@ -397,10 +397,7 @@ def main(argv: list[str]) -> int:
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if a.out:
-        from pathlib import Path
-        out = Path(a.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(out.suffix + ".partial")
-        tmp.write_text(text)
-        tmp.replace(out)
+        from rnicsim.results import atomic_write
+
+        atomic_write(a.out, text)
     return 0
