@@ -11,19 +11,11 @@ The files of ``../shared/reference-data/perftest/`` come from two QDR hosts:
 
 ``test_cx3_qdr_mtu2048_host`` fits the first host and checks that the fitted profile
 reproduces its files within 10% - every latency median and the message rate of every
-small (<= 256 B) message - except two known gaps of the model, bounded at 13%:
-
-- non-inline WRITE latency at 256 B-1 KiB comes out 9-11% short: libmlx4 (ConnectX-3)
-  uses BlueFlame only for WQEs with inline data (``mlx4_post_send``: ``if (nreq == 1 &&
-  inl && ...)``), other posts ring the doorbell and the NIC fetches the WQE over PCIe; the
-  simulator pushes every WQE up to ``blueflame_size`` by BlueFlame, so it misses that
-  PCIe round trip;
-- the atomic rate on one address (2.45 Mops) with the atomic latency (2.34 us): the fit
-  settles ~12% low on the rate, as the atomic unit holds for a whole PCIe read round trip
-  that the latency data make long (the WQE fetch above would carry part of that latency
-  outside the unit).
-
-``test_cx3_qdr_mtu4096_host`` fits the second host on its own files.
+small (<= 256 B) message. Two former gaps (non-inline WRITE latency at 256 B-1 KiB,
+and atomic rate vs atomic latency) closed once the simulator modelled that libmlx4 uses
+BlueFlame only for inline WQEs (``nic.blueflame_inline_only``): other posts ring the
+doorbell and the NIC fetches the WQE over PCIe. The MTU-4096 host keeps a 13% allowance
+for WRITE/SEND latency at 256 B-1 KiB (not re-measured since that change).
 """
 from __future__ import annotations
 
@@ -73,13 +65,14 @@ def test_cx3_qdr_mtu2048_host(tmp_path):
     write_report(result, tmp_path / "report", out)
     F.write_profile(result, out)
 
-    gaps = [(lambda p: p.exp.tool == "ib_write_lat" and 256 <= p.exp.size <= 1024, 0.13),
-            (lambda p: p.exp.tool == "ib_atomic_bw", 0.13)]
-    checked = _checked(result, gaps)
+    # Since ConnectX-3 posts BlueFlame only for inline WQEs (nic.blueflame_inline_only),
+    # every latency median and small-message rate of this host is within 10%.
+    checked = _checked(result, [])
     assert len(checked) > 50
     bad = [(lbl, round(e, 3)) for lbl, e, tol in checked if abs(e) > tol]
     assert not bad, bad
-    assert result.cost_fit < 0.5 * result.cost_base
+    # The shipped cx3-qdr is this fit; refitting from it never makes the fit worse.
+    assert result.cost_fit <= result.cost_base * (1 + 1e-9)
 
     # The written profile is the fit: perftest on it gives the fitted numbers.
     prof = load_profile(str(out))
@@ -103,8 +96,8 @@ def test_cx3_qdr_mtu4096_host(tmp_path):
     reach 8.8 Mpps with the latencies of the same host."""
     result = F.calibrate(_files(MTU4096), "cx3-qdr", bootstrap=0, quiet=True)
     got = result.values()
-    base = load_profile("cx3-qdr")
-    assert got["pcie.rate"] < 0.6 * base.pcie.rate                 # ~25-27 Gb/s plateau
+    base = load_profile("cx3-qdr")           # fitted to the MTU-2048 host
+    assert got["pcie.rate"] < 0.6 * 63e9     # PCIe 3.0 x8 spec; ~25-27 Gb/s plateau
     assert got["host.mmio"] + got["host.wqe_build"] < \
         0.9 * (base.host.mmio + base.host.wqe_build)               # posts faster
     gaps = [(lambda p: p.exp.tool in ("ib_write_lat", "ib_send_lat")
