@@ -67,9 +67,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 import textwrap
 import time
 from collections import OrderedDict
@@ -85,7 +83,7 @@ from pydantic import BaseModel, ValidationError
 from scipy.optimize import least_squares
 
 from calibration.parsers import Measurement, load_measurements, parse_perftest_runs
-from rnicsim.errors import InputError
+from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import (CountP, OpTimes, Profile, ProfileModel, RateP, SizeP, TimeP,
                              load_profile)
 from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_lat
@@ -1152,10 +1150,9 @@ def write_profile(result: FitResult, out: Path) -> None:
         ProfileModel.model_validate(yaml.safe_load(text))
     except (ValidationError, yaml.YAMLError) as e:  # a bug here, not the user's input
         raise RuntimeError(f"the fitted profile does not validate: {e}") from e
-    _atomic_write(out, text)
+    atomic_write(out, text)
 
 
-_atomic_write = atomic_write
 
 
 # ---------------------------------------------------------------------------------------
@@ -1163,13 +1160,8 @@ _atomic_write = atomic_write
 # ---------------------------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would exit(2) with a usage dump
-        raise InputError("command line", "calibrate", message)
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    ap = _Parser(prog="rnicsim calibrate", add_help=False,
+    ap = ArgumentParser(prog="rnicsim calibrate", add_help=False,
                  description="Fit a NIC profile to perftest / rnicsim-probe measurements.")
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--base", required=True)

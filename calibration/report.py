@@ -17,9 +17,7 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import re
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,6 @@ from rnicsim.results import atomic_write  # noqa: E402
 __all__ = ["write_report", "summary_lines", "series_table"]
 
 
-_atomic = atomic_write
 
 
 def _series(result) -> "OrderedDict[str, list[int]]":
@@ -212,12 +209,12 @@ def write_report(result, out_dir: Path, profile_path: Path | None = None) -> Non
     names = []
     for k, ((sid, idx), row) in enumerate(zip(groups.items(), table), start=1):
         name = f"series_{k:02d}_{_slug(row['title'])}.png"
-        _atomic(out_dir / name, _plot_series(result, idx, row["title"]))
+        atomic_write(out_dir / name, _plot_series(result, idx, row["title"]))
         names.append(name)
     if result.points:
-        _atomic(out_dir / "residuals.png", _plot_residuals(result, groups))
-    _atomic(out_dir / "fit.json", json.dumps(_json(result, table, profile_path), indent=1))
-    _atomic(out_dir / "report.md", _markdown(result, table, names, profile_path))
+        atomic_write(out_dir / "residuals.png", _plot_residuals(result, groups))
+    atomic_write(out_dir / "fit.json", json.dumps(_json(result, table, profile_path), indent=1))
+    atomic_write(out_dir / "report.md", _markdown(result, table, names, profile_path))
 
 
 def _markdown(result, table, names, profile_path) -> str:

@@ -1,23 +1,17 @@
 """``rnicsim run``, ``rnicsim validate`` and ``rnicsim profiles``."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from .errors import InputError
+from .errors import ArgumentParser, InputError
 from .profile import ProfileModel, available_profiles, load_profile
 from .scenario import load_scenario, points
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise InputError("command line", self.prog.split()[-1], message)
-
-
 def cmd_run(argv: list[str]) -> int:
     """``rnicsim run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N] [--quiet]``."""
-    ap = _Parser(prog="rnicsim run", description="Run a scenario and write its results.")
+    ap = ArgumentParser(prog="rnicsim run", description="Run a scenario and write its results.")
     ap.add_argument("file")
     ap.add_argument("--out", required=True, help="directory for results.csv, summary.json, "
                     "scenario.resolved.yaml and plots")
@@ -44,7 +38,7 @@ def cmd_run(argv: list[str]) -> int:
 
 def cmd_validate(argv: list[str]) -> int:
     """``rnicsim validate FILE... [--set a.b=v]...``: check scenario files, run nothing."""
-    ap = _Parser(prog="rnicsim validate", description="Check scenario files.")
+    ap = ArgumentParser(prog="rnicsim validate", description="Check scenario files.")
     ap.add_argument("files", nargs="+")
     ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args(argv)
@@ -63,7 +57,7 @@ def cmd_validate(argv: list[str]) -> int:
 
 def cmd_profiles(argv: list[str]) -> int:
     """``rnicsim profiles [NAME|PATH] [--json]``: list profiles, or show one with sources."""
-    ap = _Parser(prog="rnicsim profiles", description="List or show NIC profiles.")
+    ap = ArgumentParser(prog="rnicsim profiles", description="List or show NIC profiles.")
     ap.add_argument("name", nargs="?")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)

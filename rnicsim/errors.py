@@ -6,6 +6,8 @@ traceback. The message names the file, the key path inside it and what was expec
 """
 from __future__ import annotations
 
+import argparse
+
 
 class InputError(Exception):
     """Bad user input.
@@ -20,3 +22,11 @@ class InputError(Exception):
         self.expected = expected
         where = f"{self.source}: {key}: " if key else f"{self.source}: "
         super().__init__(where + expected)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are :class:`InputError` (exit 2 via the CLI, with
+    the command name as the key) instead of ``SystemExit`` with a usage dump."""
+
+    def error(self, message: str):
+        raise InputError("command line", self.prog.split()[-1], message)

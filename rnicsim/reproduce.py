@@ -8,21 +8,15 @@ Exit code 0 whether or not the findings hold (the table says); 2 on bad input.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
-from .errors import InputError
+from .errors import ArgumentParser, InputError
 from .scenario import load_raw, load_scenario
 
 SCENARIO_ROOT = Path(__file__).resolve().parents[1] / "scenarios"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise InputError("command line", "reproduce", message)
 
 
 def available() -> list[str]:
@@ -43,7 +37,7 @@ def scenario_files(name: str) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     """Entry point of ``rnicsim reproduce``."""
-    ap = _Parser(prog="rnicsim reproduce", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="rnicsim reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("name", help=f"paper: {', '.join(available())}")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--size", default="full", help="full (default) or a size the scenarios "

@@ -19,13 +19,12 @@ windows); MB is 2^20 bytes, Gb/s is 10^9 bit/s.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 import numpy as np
 
 from rnicsim.cluster import Cluster
-from rnicsim.errors import InputError
+from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import load_profile
 from rnicsim.sim import Simulation
 from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND, WRITE, Context, WorkRequest)
@@ -64,14 +63,9 @@ class PerftestArgs:
     out: str | None = None
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would exit(2) with a usage dump
-        raise InputError("command line", "perftest", message)
-
-
 def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
     """Parse ``rnicsim perftest`` arguments; raises InputError on bad flags."""
-    ap = _Parser(prog="rnicsim perftest", description="perftest on two simulated hosts")
+    ap = ArgumentParser(prog="rnicsim perftest", description="perftest on two simulated hosts")
     ap.add_argument("tool", choices=TOOLS)
     ap.add_argument("server", nargs="?", help="ignored (perftest's server address)")
     ap.add_argument("-s", "--size", type=int, default=None)

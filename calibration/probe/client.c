@@ -162,6 +162,24 @@ static long warmup_of(long iters)
     return w > 100 ? 100 : w;
 }
 
+/* End of a latency point: elapsed time, statistics of the k samples (or a skip with
+ * `empty_reason` when there are none); frees `samples`; returns the point's status. */
+static int finish_lat(struct result *res, double *samples, long k, int status,
+                      uint64_t start, const char *empty_reason)
+{
+    res->elapsed_s = (double)(now_ns() - start) * 1e-9;
+    if (status == POINT_OK && k == 0) {
+        snprintf(res->reason, sizeof res->reason, "%s", empty_reason);
+        status = POINT_SKIP;
+    }
+    if (status == POINT_OK) {
+        stats_compute(samples, (size_t)k, &res->lat);
+        res->done = k;
+    }
+    free(samples);
+    return status;
+}
+
 static int lat_cqe(struct client *c, const struct point *pt, struct qpset *qs,
                    const struct mem *lm, const struct target *tgt, struct result *res)
 {
@@ -205,17 +223,8 @@ static int lat_cqe(struct client *c, const struct point *pt, struct qpset *qs,
         if (i >= warm)
             samples[k++] = (double)(t1 - t0) / 1000.0;
     }
-    res->elapsed_s = (double)(now_ns() - start) * 1e-9;
-    if (status == POINT_OK && k == 0) {
-        snprintf(res->reason, sizeof res->reason, "time limit reached before the first sample");
-        status = POINT_SKIP;
-    }
-    if (status == POINT_OK) {
-        stats_compute(samples, (size_t)k, &res->lat);
-        res->done = k;
-    }
-    free(samples);
-    return status;
+    return finish_lat(res, samples, k, status, start,
+                      "time limit reached before the first sample");
 }
 
 /* ---- latency: SEND ping-pong against the server's echo ---------------------------- */
@@ -322,17 +331,8 @@ static int lat_pingpong(struct client *c, const struct point *pt, struct qpset *
         if (matched && i >= warm)
             samples[k++] = (double)(t1 - t0) / 1000.0;
     }
-    res->elapsed_s = (double)(now_ns() - start) * 1e-9;
-    if (status == POINT_OK && k == 0) {
-        snprintf(res->reason, sizeof res->reason, "no echo came back before the time limit");
-        status = POINT_SKIP;
-    }
-    if (status == POINT_OK) {
-        stats_compute(samples, (size_t)k, &res->lat);
-        res->done = k;
-    }
-    free(samples);
-    return status;
+    return finish_lat(res, samples, k, status, start,
+                      "no echo came back before the time limit");
 }
 
 /* ---- throughput engine ------------------------------------------------------------- */

@@ -337,7 +337,6 @@ class Rnic:
         op = wr.opcode
         t, head = self._serve(qp, msg, self.resp_t[CATEGORY[op]], now)
         length = wr.length
-        cqe = self.p.cqe_size
         if op == SEND or op == SEND_WITH_IMM:
             if not qp.recvs:
                 if qp.type == UD or qp.type == UC:
