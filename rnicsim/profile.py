@@ -171,6 +171,7 @@ class NicSection(BaseModel):
     completer: OpTimes              # PU time to take one ACK / response at the requester [ns]
     per_packet: TimeP               # PU time per extra MTU packet of a message [ns]
     cqe_size: SizeP                 # bytes of one CQE written to the host [B]
+    recv_wqe_size: SizeP            # bytes of one RECV descriptor the NIC DMA-reads [B]
     blueflame_size: SizeP           # largest WQE the CPU can push with the doorbell [B]
     blueflame_inline_only: FlagP    # the driver pushes only inline WQEs (libmlx4); others
                                     # ring a doorbell and the NIC fetches the WQE by DMA

@@ -28,6 +28,10 @@ Scope
     - Transports: RC (responses/ACKs, in-order completion, a dead peer breaks the QP after
       the retry timeout and flushes it), UC (no ACKs), UD (one packet of at most the MTU;
       dropped when no RECV is posted).
+    - Receive queue: the NIC DMA-reads the descriptors of each ``post_recv`` batch
+      (``recv_wqe_size`` each, one read per batch); a SEND's payload is placed only once
+      the descriptor of the RECV it consumes is on the NIC. Every received SEND thus costs
+      PCIe read bandwidth that a WRITE does not.
 
 Ports
     ``pcie`` (:class:`~rnicsim.hw.pcie.Pcie`), ``egress`` (first :class:`LinkDir` of every
@@ -65,7 +69,7 @@ class QpHw:
     __slots__ = ("qpn", "type", "nic", "pu", "send_cq", "recv_cq", "state", "rd_out",
                  "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
                  "seq", "timeout_ns", "on_error", "ctx_ready", "db_ready", "tx_ready",
-                 "arrive_last", "resp_ready", "resp_arrive_last", "waiting")
+                 "arrive_last", "resp_ready", "resp_arrive_last", "waiting", "recv_at")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -78,6 +82,7 @@ class QpHw:
         self.rd_out = 0
         self.pending: deque = deque()
         self.recvs: deque = deque()
+        self.recv_at: deque = deque()  # when each posted RECV's descriptor is on the NIC
         self.last_cqe = 0.0
         self.peer: tuple[int, int] | None = None      # (nic id, qpn) for RC/UC
         self.path = None
@@ -349,6 +354,11 @@ class Rnic:
                 sim.call_at(t + 2 * 655360.0 / 64, self._rx_request, msg)  # ~20 us RNR timer
                 return
             recv = qp.recvs.popleft()
+            desc = qp.recv_at.popleft()
+            if desc > head:
+                head = desc     # the scatter address comes with the RECV descriptor
+            if desc > t:
+                t = desc
             nbytes = length + (GRH if qp.type == UD else 0)
             if recv.local is not None and msg.data is not None:
                 recv.local.write(recv.local_offset + (GRH if qp.type == UD else 0), msg.data)
@@ -374,6 +384,9 @@ class Rnic:
             if op == WRITE_WITH_IMM:
                 if qp.recvs:
                     recv = qp.recvs.popleft()
+                    desc = qp.recv_at.popleft()
+                    if desc > t_vis:
+                        t_vis = desc
                     wc = WorkCompletion(recv.wr_id, SUCCESS, RECV_RDMA_WITH_IMM, length, qp.qpn,
                                         wr.imm, (req_qp.nic.id, req_qp.qpn), None, wr.t_post)
                     self._push_cqe(qp, qp.recv_cq, wc, self._cqe_after(t, t_vis))
@@ -581,7 +594,12 @@ class Rnic:
                 self._push_cqe(qp, qp.recv_cq, WorkCompletion(wr.wr_id, WR_FLUSH_ERR, RECV, 0,
                                                               qp.qpn), self.sim.now)
             return
+        # The NIC reads the new descriptors from the receive queue in host memory with one
+        # DMA read per post (they are contiguous in the ring); a SEND that consumes a RECV
+        # cannot place its payload before that RECV's descriptor is on the NIC.
+        t = self.pcie.dma_read(self.sim.env._now, len(wrs) * self.p.recv_wqe_size)
         qp.recvs.extend(wrs)
+        qp.recv_at.extend([t] * len(wrs))
 
     # ----------------------------------------------------------------- failures
     def _rc_timeout(self, qp: QpHw) -> None:
@@ -605,6 +623,7 @@ class Rnic:
             self._push_cqe(qp, qp.recv_cq, WorkCompletion(wr.wr_id, WR_FLUSH_ERR, RECV, 0,
                                                           qp.qpn), t)
         qp.recvs.clear()
+        qp.recv_at.clear()
         if qp.on_error is not None:
             qp.on_error(qp)
 

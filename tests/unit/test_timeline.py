@@ -125,3 +125,58 @@ def test_tx_arbitration_message_vs_packet():
     big_wire = ser((1 << 20) + 256 * (p.link.packet_overhead + 16), p.link.rate)
     assert msg > big_wire / 2          # waited for most of the 1 MiB message
     assert pkt < 3_000                 # about one 4 KiB packet (~330 ns) plus its own trip
+
+
+def _send_pair(profile):
+    sim = Simulation(1)
+    cl = Cluster(sim, profile, 2, 1)
+    ctx = [Context(cl, i, 0, cl.nodes[i].thread(0)) for i in range(2)]
+    cq = [c.create_cq() for c in ctx]
+    a = ctx[0].create_qp("RC", cq[0])
+    b = ctx[1].create_qp("RC", cq[1])
+    a.connect(b)
+    return sim, cl, a, b, cq
+
+
+def test_recv_descriptors_are_read_over_pcie_once_per_post():
+    """Posting RECVs makes the NIC DMA-read their descriptors: one read request TLP up and
+    one completion of n x recv_wqe_size bytes down per post_recv call."""
+    from rnicsim.verbs import RECV
+
+    p = load_profile("cx4-edr")
+    sim, cl, a, b, cq = _send_pair(p)
+    pcie = cl.nodes[1].nics[0].pcie
+    up0, down0 = pcie.bytes_up, pcie.bytes_down
+    b.post_recv([WorkRequest(RECV, 64) for _ in range(8)], event=False)
+    assert pcie.bytes_up - up0 == p.pcie.tlp_overhead
+    assert pcie.bytes_down - down0 == 8 * p.nic.recv_wqe_size + p.pcie.tlp_overhead
+
+
+def test_send_waits_for_the_recv_descriptor():
+    """A SEND arriving right after its RECV was posted cannot complete on the receiver before
+    that RECV's descriptor has crossed PCIe (request up, memory, completion down).
+
+    A slow PCIe (5 us one way) makes the descriptor later than the inline SEND's arrival,
+    which needs only MMIO and the wire."""
+    from rnicsim.verbs import RECV, SEND
+
+    p = load_profile("cx4-edr").with_overrides({"pcie.latency": "5us"})
+    pc, n = p.pcie, p.nic
+    sim, cl, a, b, cq = _send_pair(p)
+    seen = {}
+
+    def proc():
+        for k in range(2):      # the first round warms the QP-context caches
+            t = sim.now
+            b.post_recv([WorkRequest(RECV, 8, k)], event=False)
+            a.post_send([WorkRequest(SEND, 8, "s", True, True)])
+            for wc in (yield cq[1].wait()):
+                seen[wc.wr_id] = sim.now - t
+            yield sim.timeout(100_000)
+
+    sim.process(proc())
+    sim.run()
+    desc = (ser(pc.tlp_overhead, pc.rate) + pc.latency
+            + ser(n.recv_wqe_size + pc.tlp_overhead, pc.rate) + pc.latency)
+    # The CQE follows the payload write, which may only start once the descriptor is in.
+    assert seen[1] >= desc + pc.latency
