@@ -18,8 +18,9 @@ Scope
     - Passive ACK: a call with ``reply=False`` asks for no reply (commit, log reclaim);
       with ``coalesce`` (piggybacking), messages of one batch for the same destination
       thread travel in one SEND (a reply rides on a request going the same way).
-    - UD: one packet per message (at most the MTU); RECVs are replenished in batches of
-      8 as they are consumed; the queue is sized so that no message is dropped.
+    - UD: one packet per SEND (at most the MTU); a longer message is sent as MTU-sized
+      fragments, its content on the last; RECVs are replenished in batches of 8 as they
+      are consumed; the queue is sized so that no message is dropped.
     - WRITE-with-IMM: the message is written into a ring on the peer (real RC WRITE of the
       message length), the 4-byte immediate announces it; the ring's content is passed to
       the receiver in posting order (RC delivers in order).
@@ -236,7 +237,15 @@ class Endpoint(Worker):
             else:
                 sends = [(dest, [item], ln) for dest, item, ln in msgs]
             wrs = []
+            ud = cfg.transport == "ud"
             for dest, items, ln in sends:
+                if ud and ln > mtu:
+                    # A UD SEND is one packet: a longer message goes as MTU-sized fragments
+                    # (as eRPC does); the items ride on the last one, so the handler runs
+                    # once the whole message is in.
+                    while ln > mtu:
+                        wrs.append(self._wr(key, dest, [], mtu))
+                        ln -= mtu
                 wrs.append(self._wr(key, dest, items, ln))
             b = cfg.doorbell_batch
             for s in range(0, len(wrs), b):
@@ -357,7 +366,8 @@ class Mesh:
             for (node, i), ep in self.endpoints.items():
                 ep.ud = ep.create_qp("UD")
                 ep._add_qp(ep.ud)
-                ep.ud.post_recv([self.recv_wr] * depth)
+                # Messages above the MTU take several RECVs (fragments of <= 4 KiB ones).
+                ep.ud.post_recv([self.recv_wr] * (depth * -(-4096 // ep.ctx.mtu)))
                 self.by_address[ep.ud.address] = (node, i)
         if cfg.transport == "write_imm":
             for (node, i), ep in self.endpoints.items():

@@ -89,7 +89,8 @@ class OccProtocol(BaseModel):
 
     model_config = _STRICT
     kind: Literal["occ"]
-    preset: Literal["drtmh", "farm", "drtmr", "fasst", "hybrid-fasst"] = "drtmh"
+    preset: Literal["drtmh", "drtmh-rpc-lock", "farm", "drtmr", "fasst",
+                    "hybrid-fasst"] = "drtmh"
     execution: Optional[Mode] = None
     index_cache: Optional[bool] = None
     lock: Optional[Side] = None

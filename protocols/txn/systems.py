@@ -9,7 +9,14 @@ DrTM+R       I (location cache)       I + I        I     I + I       I / I    -
 FaSST        II, locks in execution   II           II    II          II / II  FaSST OCC
 DrTM+H       I on cache hit, else II  I + I        I     I           I/II / I passive ACK
 hybrid-FaSST FaSST with one-sided validation and logging (seed 000 fig. 13d)
+DrTM+H       as DrTM+H, but II + I    II + I       I     II          I/II / I passive ACK
+(rpc-lock)   validation and II commit
 ===========  =======================  ===========  ====  ==========  =======  ===========
+
+``drtmh-rpc-lock`` is DrTM+H's own rule (seed 000 sec. 6.1) for NICs whose atomics are slow
+or cannot be mixed with local CPU atomics: "Otherwise two-sided is preferred" for locking,
+and commit then uses RPC too ("DrTM+H uses one-sided WRITES to commit if one-sided ATOMIC is
+used in the validation phase. Otherwise DrTM+H uses two-sided RPC"); logging stays one-sided.
 
 All presets use coroutines, outstanding requests in validation, logging and commit, and
 doorbell batching of RPCs (seed 000 sec. 6.3: "all existing optimizations ... are
@@ -29,6 +36,9 @@ PRESETS: dict[str, OccConfig] = {
     "drtmh": OccConfig(execution="hybrid", index_cache=True, lock="one_sided",
                        validate="one_sided", log="one_sided", commit="one_sided",
                        ro_read="hybrid", ro_validate="one_sided", passive_ack=True),
+    "drtmh-rpc-lock": OccConfig(execution="hybrid", index_cache=True, lock="two_sided",
+                                validate="one_sided", log="one_sided", commit="two_sided",
+                                ro_read="hybrid", ro_validate="one_sided", passive_ack=True),
     "farm": OccConfig(
         outstanding=False, execution="one_sided", index_cache=False, lock="two_sided",
                       validate="one_sided", log="one_sided", commit="two_sided",
