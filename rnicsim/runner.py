@@ -3,7 +3,9 @@
 ``run_scenario(sc, out_dir)`` writes, only once every point has run:
 ``results.csv`` (one row per point: swept parameters, then metrics), ``summary.json``
 (scenario, points, wall time, claim checks), ``scenario.resolved.yaml`` (every default
-filled in) and the declared plots. Files are written to a temporary directory first and
+filled in), the declared plots and, for points whose workload hands back files (a
+point runner's ``"_files": {name: text}`` entry, e.g. a transaction history), those files
+under ``points/NNN/`` (NNN = the point's index in results.csv, from 000). Files are written to a temporary directory first and
 moved into place at the end, so a failed or interrupted run never leaves results that
 look complete.
 """
@@ -113,6 +115,7 @@ def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: boo
         print(f"rnicsim: running {sc.name} ({len(points(sc))} points, size {sc.run.size})",
               file=sys.stderr, flush=True)
     rows = run_points(sc, jobs, progress)
+    files = {i: r.pop("_files") for i, r in enumerate(rows) if "_files" in r}
     claims = evaluate(sc.expected, rows)
     summary = {
         "scenario": sc.name, "file": source, "size": sc.run.size, "seed": sc.run.seed,
@@ -128,8 +131,15 @@ def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: boo
         from .plots import make_plots
 
         summary["plots"] = make_plots(sc, rows, tmp)
+        for i, fs in files.items():
+            d = tmp / "points" / f"{i:03d}"
+            d.mkdir(parents=True, exist_ok=True)
+            for name, text in fs.items():
+                (d / name).write_text(text)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         out.mkdir(parents=True, exist_ok=True)
+        # Per-point files of an earlier run must not pass for this run's.
+        shutil.rmtree(out / "points", ignore_errors=True)
         for f in tmp.iterdir():
             shutil.move(str(f), str(out / f.name))
     finally:

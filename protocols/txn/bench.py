@@ -135,12 +135,23 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     cfg = config_of(proto)
     wl = make_workload(w.benchmark, w.params(), sc.cluster.nodes, sc.cluster.threads,
                        profile.host.clock)
+    hist = None
+    if w.history:
+        from .history import History
+
+        hist = History()
     b = build(profile, sc.cluster.nodes, sc.cluster.threads, wl, cfg, w.coroutines,
               sc.cluster.nic.per_node, sc.run.seed, proto.qps_per_peer,
-              sc.cluster.topology.model_dump(), sc.cluster.cores)
+              sc.cluster.topology.model_dump(), sc.cluster.cores, hist)
     warmup, measure = stretch_window(wl, w.coroutines, sc.run.warmup, sc.run.measure)
     out = run_txn_bench(b, warmup, measure)
     out["measure_us"] = measure / 1e3
+    if hist is not None:
+        res = hist.check()
+        out["serializable"] = 1.0 if res.serializable else 0.0
+        out["history_txns"] = float(res.txns)
+        # Files a point hands to the runner: written under points/NNN/ of the output.
+        out["_files"] = {"history.jsonl": "".join(f"{ln}\n" for ln in hist.jsonl_lines())}
     return out
 
 

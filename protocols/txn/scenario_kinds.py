@@ -26,6 +26,11 @@ class TxnWorkload(BaseModel):
     kind: Literal["txn"]
     benchmark: Literal["smallbank", "tpcc", "tpce"]
     coroutines: int = Field(10, ge=1, le=256)
+    # Record every committed transaction (ids, read and written keys with versions); the
+    # point's row gets ``serializable`` (1 or 0) and ``history_txns``, and the history is
+    # written as JSON lines to ``points/NNN/history.jsonl`` in the output directory, the
+    # format ``rnicsim check-history`` reads. Costs memory (~24 B per access).
+    history: bool = False
     # SmallBank
     accounts_per_thread: int = Field(100_000, ge=1)
     hot_fraction: float = Field(0.04, gt=0, le=1)
