@@ -1,9 +1,11 @@
 """Host memory regions registered with a NIC.
 
 Scope: a region is a range of bytes with a page size (4 KiB or 2 MiB, which decides the
-NIC's translation-cache footprint) and keys. Contents are stored sparsely in 4 KiB
-chunks allocated on first write (reads of untouched memory return zeros), so a region
-of many GiB costs nothing until used. Atomics operate on 8-byte little-endian words.
+NIC's translation-cache footprint) and keys. Contents are stored sparsely in chunks
+(``chunk`` bytes, 4 KiB by default; smaller for many scattered small records, such as a
+store's tuples) allocated on first write (reads of untouched memory return zeros), so a
+region of many GiB costs nothing until used. The chunk size is storage only: it never
+changes timing. Atomics operate on 8-byte little-endian words.
 """
 from __future__ import annotations
 
@@ -13,11 +15,16 @@ CHUNK = 4096
 class MemoryRegion:
     """A registered region: ``length`` [B], ``page_size`` [B], ``rkey``/``lkey``."""
 
-    __slots__ = ("node", "length", "page_size", "rkey", "lkey", "_chunks", "name", "watch")
+    __slots__ = ("node", "length", "page_size", "rkey", "lkey", "_chunks", "name", "watch",
+                 "chunk")
 
-    def __init__(self, node: int, length: int, page_size: int, key: int, name: str = "") -> None:
+    def __init__(self, node: int, length: int, page_size: int, key: int, name: str = "",
+                 chunk: int = CHUNK) -> None:
         if length <= 0:
             raise ValueError("a memory region needs a positive length")
+        if chunk < 8 or chunk & (chunk - 1):
+            raise ValueError("chunk must be a power of two >= 8 bytes")
+        self.chunk = chunk
         if page_size not in (4096, 2 * 1024 * 1024, 1024 ** 3):
             raise ValueError("page_size must be 4KiB, 2MiB or 1GiB")
         self.node = node
@@ -43,9 +50,10 @@ class MemoryRegion:
     def read(self, offset: int, n: int) -> bytes:
         """Bytes ``[offset, offset+n)``."""
         out = bytearray()
+        size = self.chunk
         while n > 0:
-            c, o = divmod(offset, CHUNK)
-            k = min(n, CHUNK - o)
+            c, o = divmod(offset, size)
+            k = min(n, size - o)
             chunk = self._chunks.get(c)
             out += chunk[o:o + k] if chunk is not None else bytes(k)
             offset += k
@@ -56,12 +64,13 @@ class MemoryRegion:
         """Store ``data`` at ``offset``."""
         i = 0
         n = len(data)
+        size = self.chunk
         while i < n:
-            c, o = divmod(offset + i, CHUNK)
-            k = min(n - i, CHUNK - o)
+            c, o = divmod(offset + i, size)
+            k = min(n - i, size - o)
             chunk = self._chunks.get(c)
             if chunk is None:
-                chunk = self._chunks[c] = bytearray(CHUNK)
+                chunk = self._chunks[c] = bytearray(size)
             chunk[o:o + k] = data[i:i + k]
             i += k
 

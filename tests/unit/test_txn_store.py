@@ -77,3 +77,22 @@ def test_location_cache_warm_and_filled():
     cold.fill(0, 2)
     cold.fill(0, 3)          # evicts the oldest
     assert not cold.lookup(0, 1)
+
+
+def test_memory_region_chunk_size_is_storage_only():
+    """Contents read back the same whatever the storage chunk; small chunks allocate less
+    for scattered small records; bad chunk sizes are refused."""
+    import pytest
+
+    from rnicsim.hw.memory import MemoryRegion
+
+    big, small = MemoryRegion(0, 1 << 20, 4096, 1), MemoryRegion(0, 1 << 20, 4096, 2, chunk=64)
+    for mr in (big, small):
+        for off in range(0, 1 << 20, 50_000):
+            mr.write(off + 60, bytes(range(10)))
+            mr.write_u64(off, off)
+    for off in range(0, 1 << 20, 50_000):
+        assert big.read(off, 80) == small.read(off, 80)
+    assert len(small._chunks) * small.chunk < len(big._chunks) * big.chunk / 10
+    with pytest.raises(ValueError):
+        MemoryRegion(0, 4096, 4096, 3, chunk=100)
