@@ -142,13 +142,31 @@ def _lat_stats(samples_us: list[float]) -> dict[str, float]:
             "p999": float(np.percentile(s, 99.9))}
 
 
+# perftest's defaults for -I (perftest_parameters.h: DEF_INLINE_WRITE 220,
+# DEF_INLINE_SEND_RC_UC 236, DEF_INLINE_SEND_UD 188; ctx_set_max_inline: latency tests of
+# WRITE and SEND only, 0 for bandwidth tests and other verbs).
+_DEF_INLINE = {"ib_write_lat": 220, "ib_send_lat": 236}
+
+
+def inline_size(a: PerftestArgs, max_inline: int) -> int:
+    """The inline threshold [B] a run uses: ``-I`` if given, else perftest's default for
+    the tool, never above the NIC's ``max_inline`` (what ``Max inline data`` prints)."""
+    if a.tool not in ("ib_write_lat", "ib_send_lat", "ib_write_bw", "ib_send_bw"):
+        return 0
+    if a.inline is not None:
+        return a.inline
+    d = _DEF_INLINE.get(a.tool, 0)
+    if a.tool == "ib_send_lat" and a.conn == "UD":
+        d = 188
+    return min(d, max_inline)
+
+
 def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
     """One latency row: ``iters`` sequential operations of ``size`` bytes [us stats]."""
     p = _Pair(a, profile, size)
     sim = p.sim
     q0, q1 = p.qps[0]
-    inline_max = p.ctx[0].max_inline if a.inline is None else a.inline
-    inline = size <= inline_max
+    inline = size <= inline_size(a, p.ctx[0].max_inline)
     tool = a.tool
     samples: list[float] = []
     rkey1, rkey0 = p.mr[1].rkey, p.mr[0].rkey
@@ -223,8 +241,7 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
     sim = p.sim
     depth = a.tx_depth or (128 if "atomic" not in a.tool else 128)
     cq_mod = max(1, min(a.cq_mod, depth))
-    inline_max = p.ctx[0].max_inline if a.inline is None else a.inline
-    inline = size <= inline_max and a.tool in ("ib_write_bw", "ib_send_bw")
+    inline = size <= inline_size(a, p.ctx[0].max_inline)
     op = {"ib_read_bw": READ, "ib_write_bw": WRITE, "ib_send_bw": SEND,
           "ib_atomic_bw": FAA if a.atomic == "FETCH_AND_ADD" else CAS}[a.tool]
     rkey = p.mr[1].rkey
@@ -338,6 +355,8 @@ def header(a: PerftestArgs, profile) -> list[str]:
         lines.append(f" CQ Moderation   : {a.cq_mod}")
     lines += [f" Mtu             : {a.mtu or profile.link.mtu}[B]",
               f" Link type       : {link}"]
+    if a.tool in ("ib_write_lat", "ib_send_lat", "ib_write_bw", "ib_send_bw"):
+        lines.append(f" Max inline data : {inline_size(a, profile.nic.max_inline)}[B]")
     if "read" in a.tool or "atomic" in a.tool:
         lines.append(f" Outstand reads  : {a.outstanding or profile.nic.max_rd_atomic}")
     lines += [" rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", SEP,
@@ -387,6 +406,10 @@ def main(argv: list[str]) -> int:
     profile = load_profile(a.nic)
     if overrides:
         profile = profile.with_overrides(overrides, "command line --set")
+    if a.inline is not None and a.inline > profile.nic.max_inline:
+        # perftest fails to create the QP; say why instead.
+        raise InputError("command line", "-I", f"at most the NIC's max_inline "
+                         f"({profile.nic.max_inline} B on {profile.name}), got {a.inline}")
     lines = run(a, profile)
     text = "\n".join(lines) + "\n"
     print(text, end="")
