@@ -303,7 +303,7 @@ class RatioBoundClaim(_Claim):
     numerator: dict[str, Any]
     denominator: dict[str, Any]
     over: str
-    range: dict[str, float] = Field(default_factory=dict)
+    range: dict[str, Any] = Field(default_factory=dict)   # may name words: {ne: read_intr}
     agg: Literal["max", "min", "mean"] = "max"
     min: float = float("-inf")
     max: float = float("inf")

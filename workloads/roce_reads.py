@@ -33,12 +33,17 @@ Scenario
     ``cpu_hogs_per_core`` CPU-bound processes run on every core of every node (time
     slicing, :func:`rnicsim.verbs.add_cpu_hogs`). ``background_flows`` bulk flows of
     another application on the server each WRITE ``background_size`` bytes to a client
-    (one outstanding per flow, back to back) through the same NIC.
+    (one outstanding per flow, back to back) through the same NIC. ``rdma_mtu`` is the
+    path MTU the application sets on its QPs (``ibv_mtu``, at most 4096 on the
+    ConnectX-3); the Ethernet frames follow from it (1024 fits a 1500-B frame, 4096 needs
+    jumbo frames). Unset, the profile's ``link.mtu`` applies.
 
 Metrics
     ``throughput_mops`` (objects fetched by all clients [M/s]), ``bandwidth_gbps``
     (object bytes [Gb/s]), ``lat_mean_us``, ``lat_p50_us``, ``lat_p90_us``,
-    ``lat_p99_us`` (first post to the object in hand [us]), ``cpu_client`` (cores busy
+    ``lat_p99_us`` (first post to the object in hand [us]), ``lat_excess_us`` (mean
+    latency minus the object's serialisation time at the link's data rate [us]: what
+    grows faster than the wire), ``cpu_client`` (cores busy
     per client node), ``cpu_server`` (cores busy on the server for this application: a
     spinning thread counts for the share of the core the scheduler gives it),
     ``background_gbps`` (bulk flows' goodput [Gb/s]).
@@ -416,6 +421,7 @@ class RemoteReads:
             cpu_server = sum(p.thread.busy_ns for p in self.procs) / now
         else:
             cpu_server = 0.0
+        wire_us = sp.payload * 8 / self.cluster.profile.link.rate * 1e6
         return {
             "throughput_mops": mops,
             "bandwidth_gbps": mops * sp.payload * 8 / 1e3,
@@ -423,6 +429,7 @@ class RemoteReads:
             "lat_p50_us": h["p50"] / 1e3,
             "lat_p90_us": h["p90"] / 1e3,
             "lat_p99_us": h["p99"] / 1e3,
+            "lat_excess_us": h["mean"] / 1e3 - wire_us,
             "cpu_client": min(1.0, cpu_client),
             "cpu_server": cpu_server,
             "background_gbps": self.bg_bytes * 8 / window_ns,
@@ -466,8 +473,15 @@ def check_scenario_point(sc, profile) -> None:
         raise ValueError(f"workload.{e}") from None
 
 
+def _with_mtu(w, profile):
+    if w.rdma_mtu is None or w.rdma_mtu == profile.link.mtu:
+        return profile
+    return profile.with_overrides({"link.mtu": w.rdma_mtu}, "workload.rdma_mtu")
+
+
 def run_scenario_point(sc, profile) -> dict[str, float]:
     """Run one point of a scenario whose workload kind is ``remote_read``."""
+    profile = _with_mtu(sc.workload, profile)
     sim = Simulation(sc.run.seed)
     cluster = Cluster(sim, profile, sc.cluster.nodes, sc.cluster.nic.per_node,
                       cores=sc.cluster.cores, topology=sc.cluster.topology.model_dump())
@@ -481,9 +495,10 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
 # --------------------------------------------------------------------------- scenario kind
 from typing import Literal  # noqa: E402
 
-from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, field_validator  # noqa: E402
 
 from rnicsim.scenario import Size, register_workload  # noqa: E402
+from rnicsim.units import parse_bytes  # noqa: E402
 
 
 class RemoteReadWorkload(BaseModel):
@@ -503,6 +518,12 @@ class RemoteReadWorkload(BaseModel):
     background_flows: int = Field(0, ge=0)
     background_size: Size = Field(4 * MiB, ge=1)
     region: Size = Field(64 * MiB, ge=4096)
+    rdma_mtu: Literal[256, 512, 1024, 2048, 4096] | None = None
+
+    @field_validator("rdma_mtu", mode="before")
+    @classmethod
+    def _mtu(cls, v):
+        return parse_bytes(v) if isinstance(v, str) else v
 
 
 register_workload("remote_read", RemoteReadWorkload, "workloads.roce_reads:run_scenario_point")
