@@ -70,6 +70,10 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
         elif c.kind == "bound":
             measured = _agg(_vals(rows, c.where, c.metric), c.agg)
             holds = _finite(measured) and c.min <= measured <= c.max
+        elif c.kind == "ratio_bound":
+            pairs = _paired(rows, c.numerator, c.denominator, c.over, c.range, c.metric)
+            measured = _agg([x / y for _, x, y in pairs if y], c.agg)
+            holds = _finite(measured) and c.min <= measured <= c.max
         else:  # pragma: no cover - the schema admits no other kind
             raise ValueError(c.kind)
         out.append({"claim": c.claim, "kind": c.kind, "metric": c.metric,

@@ -223,6 +223,10 @@ class HostSection(BaseModel):
     memcpy_rate: RateP              # one core copying memory [bit/s]
     interrupt_latency: TimeP        # completion to handler start with interrupts [ns]
     interrupt_cpu: TimeP            # CPU time of an interrupt + wakeup [ns]
+    sched_quantum: TimeP            # time slice of each of two CPU-bound tasks sharing a
+                                    # core (CFS sched_slice) [ns]; used with CPU hogs
+    wakeup_latency: TimeP           # wake-up to running when a woken thread preempts a
+                                    # running CPU hog (wake-up preemption, switch) [ns]
 
 
 class ProfileModel(BaseModel):

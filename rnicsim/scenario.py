@@ -295,8 +295,22 @@ class BoundClaim(_Claim):
     max: float = float("inf")
 
 
+class RatioBoundClaim(_Claim):
+    """``agg`` over ``over`` (in ``range``) of metric(numerator) / metric(denominator) lies
+    in [``min``, ``max``]: for findings stated as "under half", "about twice", "little"."""
+
+    kind: Literal["ratio_bound"]
+    numerator: dict[str, Any]
+    denominator: dict[str, Any]
+    over: str
+    range: dict[str, Any] = Field(default_factory=dict)   # may name words: {ne: read_intr}
+    agg: Literal["max", "min", "mean"] = "max"
+    min: float = float("-inf")
+    max: float = float("inf")
+
+
 Claim = Annotated[Union[ValueClaim, RatioClaim, FlatClaim, DominatesClaim, DropClaim,
-                        BoundClaim], Field(discriminator="kind")]
+                        BoundClaim, RatioBoundClaim], Field(discriminator="kind")]
 
 
 class Scenario(BaseModel):
@@ -320,7 +334,8 @@ class Scenario(BaseModel):
 _MODELS: dict[tuple, type[BaseModel]] = {}
 # Packages that add workload/protocol kinds; imported lazily (the kernel does not depend on
 # them at import time). Each calls register_workload / register_protocol when imported.
-PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds"]
+PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds",
+           "workloads.roce_reads"]
 _loaded = False
 
 
@@ -374,7 +389,7 @@ def _fmt_loc(loc: tuple) -> str:
     return out
 
 
-_TAGS = ("value", "ratio", "flat", "dominates", "drop", "bound", "single_switch",
+_TAGS = ("value", "ratio", "flat", "dominates", "drop", "bound", "ratio_bound", "single_switch",
          "leaf_spine")
 
 
@@ -413,7 +428,7 @@ def _tags(loc: tuple) -> list[str]:
         return sorted(PROTOCOLS)
     if last == "topology":
         return ["single_switch", "leaf_spine"]
-    return ["value", "ratio", "flat", "dominates", "drop", "bound"]
+    return ["value", "ratio", "flat", "dominates", "drop", "bound", "ratio_bound"]
 
 
 def _allowed_keys(loc: tuple) -> list[str]:

@@ -32,6 +32,7 @@ from typing import Sequence
 from .hw.calendar import Calendar
 from .hw.cq import Cq
 from .hw.host import CpuThread as Thread
+from .hw.host import add_hogs as _add_hogs
 from .hw.memory import MemoryRegion
 from .hw.rnic import RC, UC, UD, QpHw
 from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, RECV_RDMA_WITH_IMM, SEND, WAIT, SEND_WITH_IMM, STATUS_NAMES,
@@ -40,7 +41,7 @@ from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, RECV_RDMA_WITH_IMM, SEN
 __all__ = ["Context", "CompletionQueue", "QueuePair", "MemoryRegion", "WorkRequest",
            "WorkCompletion", "Thread", "SEND", "SEND_WITH_IMM", "WRITE", "WRITE_WITH_IMM",
            "READ", "CAS", "FAA", "RECV", "RECV_RDMA_WITH_IMM", "WAIT", "SUCCESS", "RC", "UC", "UD", "OPCODE_NAMES",
-           "STATUS_NAMES"]
+           "STATUS_NAMES", "add_cpu_hogs"]
 
 
 def wqe_bytes(qtype: str, wr: WorkRequest) -> int:
@@ -169,6 +170,21 @@ class Context:
         return mr
 
 
+def add_cpu_hogs(cluster, per_core: int = 1, nodes=None) -> None:
+    """Colocate ``per_core`` CPU-bound processes (e.g. N-queens solvers) with the
+    software threads on every core of ``nodes`` (default: every node).
+
+    They take turns with busy-polling threads and are preempted by threads woken by
+    interrupts (time slicing in :mod:`rnicsim.hw.host`). Call before running.
+    """
+    if per_core < 1:
+        raise ValueError("per_core: expected a whole number >= 1")
+    host = cluster.profile.host
+    for node in (cluster.nodes if nodes is None else [cluster.nodes[n] for n in nodes]):
+        for core in node.cores:
+            _add_hogs(cluster.sim, core, per_core, host)
+
+
 class CompletionQueue:
     """A completion queue (``ibv_cq``) polled by one thread."""
 
@@ -195,8 +211,14 @@ class CompletionQueue:
         return self._cq.wait(self.thread, max_n)
 
     def use_interrupts(self, on: bool = True) -> None:
-        """Switch between busy polling (default) and interrupt-driven completion."""
+        """Switch between busy polling (default) and interrupt-driven completion.
+
+        The polling thread then sleeps between completions (it matters for time slicing
+        with CPU hogs, see :func:`add_cpu_hogs`).
+        """
         self._cq.mode = "interrupt" if on else "poll"
+        if self.thread is not None:
+            self.thread.sleeps = on
 
     @property
     def pending(self) -> int:

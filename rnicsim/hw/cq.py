@@ -5,6 +5,8 @@ thread either takes what is visible now (``take``) or waits (``wait``). A waitin
 notices a completion after ``poll_detect`` (busy polling) or ``interrupt_latency``
 (interrupt mode) and then pays CPU for the poll call, each CQE and, with interrupts, the
 interrupt and wake-up. Several completions visible at once are taken by one wake-up.
+On a core with CPU hogs the thread notices the completion later, as
+:meth:`~rnicsim.hw.host.CpuThread.wake_at` says (its next slice, or a wake-up preemption).
 One scheduled event per wake-up: the waiting thread is idle, so its core is free from the
 wake time on and the poll's CPU is booked then.
 Invariant: each pushed completion is returned by ``take``/``wait`` exactly once.
@@ -69,6 +71,8 @@ class Cq:
         self._waiter = (ev, thread, max_n, True)
         h = self.host
         t = t_visible + (h.interrupt_latency if self.mode == "interrupt" else h.poll_detect)
+        if thread.core.hogs is not None:   # time slicing with CPU hogs (hw/host.py)
+            t = thread.wake_at(t, self.mode == "interrupt")
         busy = thread.core.busy_until
         if t < busy:
             t = busy        # the thread finishes the work it booked before it polls again

@@ -4,34 +4,122 @@ Scope: a core serves CPU work in FIFO order (``busy_until``); a software thread 
 to one core and several threads on one core share it. ``compute`` returns a SimPy timeout
 that fires when the work is done; ``reserve`` books work without an event (used where
 hardware and software hand over at a known time, e.g. a completion being polled).
-Not modelled here: time slicing between threads of one core (see the RoCE issue), SMT,
-caches.
 
-Params (profile ``host``): clock [Hz], cores, and the per-operation CPU costs [ns].
+Time slicing (only on a core with CPU hogs, see :class:`Hogs`): ``k`` colocated CPU-bound
+processes share the core with the application threads under a CFS-like scheduler.
+
+- A busy-polling thread is always runnable, so it and the hogs take turns round robin:
+  an application slice of about ``sched_quantum``, then ``k`` hog slices. Its CPU work and
+  the moment it notices a completion (or a memory write) fall in its own slices only.
+- A thread that sleeps (interrupt mode) runs far less than the hogs, so its virtual
+  runtime lags theirs and CFS lets it preempt the running hog on wake-up (no wait for the
+  rest of the hog's slice): it runs ``wakeup_latency`` after the wake-up, then keeps the
+  core for the work it books.
+
+Slice lengths vary around ``sched_quantum`` (uniformly in [0.5, 1.5] x): the scheduler ends
+a slice at a tick once the runtimes cross, and interrupts and kernel work on the core
+shift the ticks, so the slices of two cores drift against each other. The phase and the
+lengths come from the simulation's random stream ``sched/<core>``.
+Not modelled: SMT, caches (a hog's cache footprint), a sleeper that uses more than its
+fair share (it would lose wake-up preemption), migration between cores.
+
+Params (profile ``host``): clock [Hz], cores, the per-operation CPU costs [ns],
+``sched_quantum`` [ns], ``wakeup_latency`` [ns].
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sim import Simulation
 
 
-class Core:
-    """One CPU core: a FIFO server of CPU time."""
+class Hogs:
+    """``k`` CPU-bound processes on one core: when the application may run [ns].
 
-    __slots__ = ("name", "busy_until", "busy_ns")
+    The application's slices are ``[starts[i], ends[i])``; the hogs run in between
+    (``k`` slices of about ``quantum`` each). Slices are drawn lazily as time advances.
+    """
+
+    __slots__ = ("k", "quantum", "wakeup", "rng", "starts", "ends")
+
+    def __init__(self, k: int, quantum: float, wakeup: float, rng) -> None:
+        if k < 1 or quantum <= 0:
+            raise ValueError("hogs need k >= 1 and a positive quantum")
+        self.k = k
+        self.quantum = quantum
+        self.wakeup = wakeup
+        self.rng = rng
+        # Random phase: the schedule started somewhere inside one whole round.
+        t = -float(rng.uniform(0.0, (k + 1) * quantum))
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self._extend_from(t)
+
+    def _slice(self) -> float:
+        return self.quantum * (0.5 + float(self.rng.random()))
+
+    def _extend_from(self, t: float) -> None:
+        a = t
+        e = a + self._slice()
+        self.starts.append(a)
+        self.ends.append(e)
+
+    def _index(self, t: float) -> int:
+        """Index of the first application slice that ends after ``t``."""
+        ends = self.ends
+        while ends[-1] <= t:
+            gap = sum(self._slice() for _ in range(self.k))
+            self._extend_from(ends[-1] + gap)
+        return bisect_right(ends, t)
+
+    def next_run(self, t: float) -> float:
+        """The first time at or after ``t`` in an application slice [ns]."""
+        i = self._index(t)
+        s = self.starts[i]
+        return t if t > s else s
+
+    def run(self, t: float, ns: float) -> float:
+        """When ``ns`` of application CPU started at ``t`` ends, slices skipped [ns]."""
+        i = self._index(t)
+        s = self.starts[i]
+        cur = t if t > s else s
+        while True:
+            e = self.ends[i]
+            if cur + ns <= e:
+                return cur + ns
+            ns -= e - cur
+            i = self._index(e)
+            cur = self.starts[i]
+
+
+class Core:
+    """One CPU core: a FIFO server of CPU time (time-sliced with ``hogs`` when set)."""
+
+    __slots__ = ("name", "busy_until", "busy_ns", "hogs")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.busy_until = 0.0
         self.busy_ns = 0.0
+        self.hogs: Hogs | None = None
+
+
+def add_hogs(sim: "Simulation", core: Core, k: int, host) -> None:
+    """Colocate ``k`` CPU-bound processes with the threads of ``core`` (see module doc)."""
+    core.hogs = Hogs(k, host.sched_quantum, host.wakeup_latency,
+                     sim.rng(f"sched/{core.name}"))
 
 
 class CpuThread:
-    """A software thread pinned to a core; all its CPU work goes through here."""
+    """A software thread pinned to a core; all its CPU work goes through here.
 
-    __slots__ = ("sim", "name", "core", "host", "node")
+    ``sleeps`` is True for a thread that blocks for its completions (interrupt mode) and
+    False for a busy-polling thread; it matters only on a core with hogs.
+    """
+
+    __slots__ = ("sim", "name", "core", "host", "node", "sleeps")
 
     def __init__(self, sim: "Simulation", name: str, core: Core, host, node: int) -> None:
         self.sim = sim
@@ -39,15 +127,33 @@ class CpuThread:
         self.core = core
         self.host = host          # profile host view: CPU costs [ns]
         self.node = node
+        self.sleeps = False
 
     def reserve(self, t: float, ns: float) -> float:
         """Book ``ns`` of CPU starting no earlier than ``t``; return when it ends [ns]."""
         c = self.core
         start = t if t > c.busy_until else c.busy_until
-        end = start + ns
+        hogs = c.hogs
+        if hogs is None or self.sleeps:
+            end = start + ns
+        else:
+            end = hogs.run(start, ns)      # a poller runs only in its own slices
         c.busy_until = end
         c.busy_ns += ns
         return end
+
+    def wake_at(self, t: float, interrupt: bool) -> float:
+        """When this thread acts on something it would notice at ``t`` without hogs [ns].
+
+        With hogs: a sleeping thread woken by an interrupt preempts the hog after
+        ``wakeup_latency``; a busy poller notices it in its next slice.
+        """
+        hogs = self.core.hogs
+        if hogs is None:
+            return t
+        if interrupt:
+            return t + hogs.wakeup
+        return hogs.next_run(t)
 
     def compute(self, ns: float):
         """A timeout firing when ``ns`` of CPU work, queued behind earlier work, is done."""

@@ -147,7 +147,7 @@ def test_unknown_claim_kind(tmp_path):
     """An unknown claim check kind lists the known kinds."""
     p = scenario_file(tmp_path, lambda r: r.update(expected=[
         {"claim": "D1", "kind": "bigger", "metric": "throughput_mops", "published": 1}]))
-    rejected(p, "expected[0].kind: one of: value, ratio, flat, dominates, drop, bound (got 'bigger')")
+    rejected(p, "expected[0].kind: one of: value, ratio, flat, dominates, drop, bound, ratio_bound (got 'bigger')")
 
 
 @pytest.mark.parametrize("key, value, words", [
