@@ -101,6 +101,31 @@ def test_fig9_smoke_commit_without_passive_ack():
     assert get("two_sided", True) > get("two_sided", False)
 
 
+def test_fig13_smoke_hybrid_fasst_beats_fasst():
+    """One-sided validation and logging make FaSST's own protocol faster (D24)."""
+    _, rows = _rows("fig13_factors", "smoke")
+    t = {r["protocol.preset"]: r["throughput_mtxns"] for r in rows}
+    assert t["hybrid-fasst"] > t["fasst"], t
+
+
+def test_fig15_smoke_one_sided_logging_latency():
+    """At one coroutine, logging with one-sided WRITEs (DrTM+R, FaRM) takes well under half
+    the time of FaSST's logging RPCs (D19: 69% and 75% lower)."""
+    _, rows = _rows("fig15_latency_breakdown", "smoke")
+    log = {r["protocol.preset"]: r["lat_log_us"] for r in rows}
+    assert log["drtmr"] < 0.5 * log["fasst"] and log["farm"] < 0.5 * log["fasst"], log
+
+
+@pytest.mark.parametrize("name", ["fig19_roce", "fig21_cx5"])
+def test_other_nics_smoke_drtmh_best(name):
+    """On ConnectX-4 RoCE and ConnectX-5 (2 nodes, 2-way replication) DrTM+H stays above
+    FaSST and DrTM+R on TPC-C/no and above FaSST on SmallBank (D21, D22)."""
+    _, rows = _rows(name, "smoke")
+    t = {(r["workload.benchmark"], r["protocol.preset"]): r["throughput_mtxns"] for r in rows}
+    assert t["tpcc", "drtmh"] > max(t["tpcc", "fasst"], t["tpcc", "drtmr"]), t
+    assert t["smallbank", "drtmh"] > t["smallbank", "fasst"], t
+
+
 def test_fig3b_smoke_runs_every_transport():
     """The RPC benchmark completes RPCs over UD, RC and WRITE-with-IMM."""
     _, rows = _rows("fig3b_rpc_transports", "demo",
