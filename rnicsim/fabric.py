@@ -143,8 +143,11 @@ class Fabric:
             out.extend(s.ports.values())
         return out
 
-    def pfc_stats(self) -> dict:
+    def pfc_stats(self, until: float | None = None) -> dict:
         """PFC/ECN/CNP counters of the whole fabric (cumulative since the start).
+
+        Pauses are booked ahead of time; ``pause_time_us`` counts paused time before
+        ``until`` (default: the current simulated time; ``inf``: everything booked).
 
         ``pause_frames`` (PAUSE frames switches sent = upstream directions received),
         ``pause_time_us`` (time upstream directions were paused, summed over directions and
@@ -153,6 +156,8 @@ class Fabric:
         ``links``: per upstream direction with pauses, ``{name: {pause_frames,
         pause_time_us, max_occupancy}}``.
         """
+        if until is None:
+            until = self.env.now if self.env is not None else float("inf")
         frames = over = marks = 0
         paused = 0.0
         per = {}
@@ -165,7 +170,7 @@ class Fabric:
             occ = 0.0
             for st in l.pstate.values():
                 lf += st.pause_frames
-                lp += st.paused_ns
+                lp += st.paused_until(until)
                 over += st.headroom_overflow
                 occ = max(occ, st.max_occupancy)
             frames += lf

@@ -105,6 +105,15 @@ class PrioState:
         """Total paused time booked so far [ns] (overlapping pauses counted once)."""
         return self.paused.busy_ns
 
+    def paused_until(self, t: float) -> float:
+        """Paused time [ns] before ``t`` (pauses are booked ahead; later parts excluded)."""
+        cal = self.paused
+        i = bisect_right(cal.ends, t)
+        ahead = 0.0
+        for s, e in zip(cal.starts[i:], cal.ends[i:]):
+            ahead += e - (s if s > t else t)
+        return cal.busy_ns - ahead
+
 
 def _occ(entries, t: float) -> float:
     """Bytes held for the ingress at time ``t`` (arrived minus departed, per message)."""
