@@ -120,20 +120,25 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
             start = l.cal.reserve_packet(ready, ser, l.quantum)
             end = start + ser
         pfc = l.pfc
-        if start > ready:
-            if pfc is None:
+        if pfc is None:
+            if start > ready:
                 # Lossless (InfiniBand credits): at most `buffer` bytes may wait in front
                 # of this port; beyond that the upstream direction is paused until the
                 # queue drains to the buffer size.
                 hold = start - l.buffer * l.ns_per_byte
                 if hold > prev_end:
                     prev.cal.block(prev_end, hold)
-            elif l.ecn is not None and pkt is not None and not pkt.ecn:
-                # ECN: the queue ahead of this message at the port, in bytes.
-                if l.ecn.mark((start - ready) / l.ns_per_byte,
-                              -(-nbytes // last_pkt) if split else 1):
-                    pkt.ecn = True
-                    l.ecn_marks += 1
+        elif l.ecn is not None and pkt is not None and not pkt.ecn:
+            # ECN: the bytes queued ahead of this message at the port (for a message split
+            # over gaps, those interleaved before its last packet).
+            wait = start - ready
+            w2 = end - ready - ser
+            if w2 > wait:
+                wait = w2
+            if wait > 0 and l.ecn.mark(wait / l.ns_per_byte,
+                                       -(-nbytes // last_pkt) if split else 1):
+                pkt.ecn = True
+                l.ecn_marks += 1
         t_tail = tail + l.sw_lat
         if end < t_tail:
             end = t_tail
