@@ -49,7 +49,7 @@ class Cluster:
                       for n in range(nodes)]
         self.nics = [nic for node in self.nodes for nic in node.nics]
         self.fabric = Fabric(profile, nodes, nics_per_node,
-                             topology or {"kind": "single_switch"}, sim.env)
+                             topology or {"kind": "single_switch"}, sim.env, sim.rng)
         self.fabric.nics = self.nics
         for nic in self.nics:
             nic.fabric = self.fabric

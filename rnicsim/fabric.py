@@ -10,6 +10,11 @@ Topologies:
 
 Routes are computed lazily with networkx and cached; a route is the list of link
 directions a message crosses, starting with the sender's egress.
+
+Flow control follows ``link.kind``: InfiniBand switches hold the upstream when more than
+``buffer_per_port`` waits (credits); RoCE switches run PFC (``switch.pfc_*``) and, when the
+NICs run DCQCN (``nic.dcqcn``: their packets are ECN-capable), mark ECN (``switch.ecn_*``)
+with the random stream ``ecn``. :meth:`Fabric.pfc_stats` sums the counters.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from typing import Sequence
 import networkx as nx
 
 from .hw.link import LinkDir
+from .hw.pfc import EcnConfig, PfcConfig
 from .hw.switch import Switch
 
 
@@ -25,9 +31,16 @@ class Fabric:
     """Links, switches and routes of one cluster."""
 
     def __init__(self, profile, n_nodes: int, nics_per_node: int, topology: dict,
-                 env=None) -> None:
+                 env=None, rng_source=None) -> None:
         link, sw = profile.link, profile.switch
         self.env = env
+        self.roce = link.kind == "roce"
+        self.pfc = PfcConfig(sw.pfc_xoff, sw.pfc_xon, sw.pfc_headroom) if self.roce else None
+        self.ecn = None
+        if self.roce and profile.nic.dcqcn:
+            if rng_source is None:
+                raise ValueError("DCQCN needs a random stream for ECN marking (rng_source)")
+            self.ecn = EcnConfig(sw.ecn_kmin, sw.ecn_kmax, sw.ecn_pmax, rng_source("ecn"))
         self.mtu_bytes = link.mtu + link.packet_overhead
         self.packet_arbitration = profile.nic.tx_arbitration == "packet"
         self.rate = link.rate
@@ -71,7 +84,7 @@ class Fabric:
 
     def _add_switch(self, name: str, sw) -> None:
         self.switches[name] = Switch(name, sw.latency, sw.buffer_per_port, self.env,
-                                     self.mtu_bytes)
+                                     self.mtu_bytes, self.pfc, self.ecn)
         self.graph.add_node(name, kind="switch")
 
     def _attach(self, nic: int, swname: str) -> None:
@@ -129,3 +142,44 @@ class Fabric:
         for s in self.switches.values():
             out.extend(s.ports.values())
         return out
+
+    def pfc_stats(self, until: float | None = None) -> dict:
+        """PFC/ECN/CNP counters of the whole fabric (cumulative since the start).
+
+        Pauses are booked ahead of time; ``pause_time_us`` counts paused time before
+        ``until`` (default: the current simulated time; ``inf``: everything booked).
+
+        ``pause_frames`` (PAUSE frames switches sent = upstream directions received),
+        ``pause_time_us`` (time upstream directions were paused, summed over directions and
+        priorities), ``headroom_overflow`` (pauses whose in-flight bytes exceeded the
+        headroom), ``ecn_marks``, ``cnps`` (CNPs sent by NICs), ``cnps_received``, and
+        ``links``: per upstream direction with pauses, ``{name: {pause_frames,
+        pause_time_us, max_occupancy}}``.
+        """
+        if until is None:
+            until = self.env.now if self.env is not None else float("inf")
+        frames = over = marks = 0
+        paused = 0.0
+        per = {}
+        for l in self.links():
+            marks += l.ecn_marks
+            if not l.pstate:
+                continue
+            lf = 0
+            lp = 0.0
+            occ = 0.0
+            for st in l.pstate.values():
+                lf += st.pause_frames
+                lp += st.paused_until(until)
+                over += st.headroom_overflow
+                occ = max(occ, st.max_occupancy)
+            frames += lf
+            paused += lp
+            if lf:
+                per[l.name] = {"pause_frames": lf, "pause_time_us": lp / 1e3,
+                               "max_occupancy": occ}
+        cnps = sum(n.counters.get("cnp_sent", 0) for n in self.nics)
+        cnpr = sum(n.counters.get("cnp_received", 0) for n in self.nics)
+        return {"pause_frames": frames, "pause_time_us": paused / 1e3,
+                "headroom_overflow": over, "ecn_marks": marks, "cnps": cnps,
+                "cnps_received": cnpr, "links": per}

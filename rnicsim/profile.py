@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from .errors import InputError
 from .units import parse_bytes, parse_freq_hz, parse_rate_bps, parse_time_ns
@@ -146,7 +147,23 @@ class SwitchSection(BaseModel):
 
     model_config = _STRICT
     latency: TimeP                  # port-to-port cut-through latency [ns]
-    buffer_per_port: SizeP          # output buffer before backpressure [B]
+    buffer_per_port: SizeP          # output buffer before backpressure [B] (InfiniBand
+                                    # credits; RoCE uses the PFC thresholds below)
+    pfc_xoff: SizeP                 # RoCE: bytes queued from one ingress (per priority)
+                                    # above which the switch sends PAUSE upstream [B]
+    pfc_xon: SizeP                  # RoCE: the ingress queue drained to this -> resume [B]
+    pfc_headroom: SizeP             # RoCE: buffer past XOFF for bytes still in flight [B]
+    ecn_kmin: SizeP                 # RoCE + DCQCN: queue above which ECN marking starts [B]
+    ecn_kmax: SizeP                 # queue at which the marking probability is ecn_pmax [B]
+    ecn_pmax: RatioP                # marking probability at ecn_kmax (all marked above)
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> "SwitchSection":
+        if self.pfc_xon.value > self.pfc_xoff.value:
+            raise ValueError("pfc_xon must not exceed pfc_xoff")
+        if self.ecn_kmin.value > self.ecn_kmax.value:
+            raise ValueError("ecn_kmin must not exceed ecn_kmax")
+        return self
 
 
 class PcieSection(BaseModel):
@@ -189,6 +206,16 @@ class NicSection(BaseModel):
     ack_coalesce: CountP            # RC responder sends one ACK per this many WRITE/SEND
     tx_arbitration: ChoiceP         # message: the egress sends a message whole (ConnectX);
                                     # packet: packets of different messages interleave
+    dcqcn: FlagP                    # RoCE congestion control (ECN marks -> CNPs -> per-QP
+                                    # rate limiter); off: no marking, no pacing
+    dcqcn_g: RatioP                 # alpha gain g
+    dcqcn_timer: TimeP              # alpha-update period K and rate-increase timer T [ns]
+    dcqcn_byte_counter: SizeP       # bytes sent per byte-counter rate-increase event [B]
+    dcqcn_f: CountP                 # fast-recovery steps F
+    dcqcn_rate_ai: RateP            # additive increase step R_AI [bit/s]
+    dcqcn_rate_hai: RateP           # hyper increase step R_HAI [bit/s]
+    dcqcn_min_rate: RateP           # floor of the limited rate [bit/s]
+    cnp_interval: TimeP             # at most one CNP per QP per this interval [ns]
 
     @field_validator("atomic_mode")
     @classmethod

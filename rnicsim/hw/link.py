@@ -3,27 +3,36 @@
 Scope: each direction is a :class:`~rnicsim.hw.calendar.Calendar` pipe serialising whole
 messages at the link's data rate, plus a propagation delay. A message crossing switches is forwarded
 cut-through: a switch output port may start once the head has arrived and the switch
-latency has passed, and cannot finish before the tail has arrived. Lossless
-backpressure: when more than the port's buffer is queued in front of an output port, the
-upstream direction is held, so its later messages wait (head-of-line blocking).
+latency has passed, and cannot finish before the tail has arrived.
+Flow control: InfiniBand (credit-based) is modelled as buffer backpressure: when more than
+the port's buffer is queued in front of an output port, the upstream direction is held, so
+its later messages wait (head-of-line blocking). RoCE ports (``LinkDir.pfc`` set) use
+priority flow control instead: per (upstream direction, priority) ingress accounting, PAUSE
+above XOFF, resume below XON, and optional ECN marking (``LinkDir.ecn``), see
+:mod:`rnicsim.hw.pfc`; a message carries a priority (``prio``, 3 for RDMA by default) and a
+pause stops only that priority on the upstream direction.
 Not modelled here: per-packet interleaving of two messages on one port (a message holds
-the port for its whole serialisation), priorities, PFC frames (see the RoCE issue).
+the port for its whole serialisation), priority scheduling between classes on a wire (the
+calendar serves by booking order), PFC frames occupying the reverse wire.
 
 Params: rate [bit/s], propagation [ns], switch latency of the switch feeding this
-direction [ns] (0 for a NIC's egress), buffer [B] of that switch port.
+direction [ns] (0 for a NIC's egress), buffer [B] of that switch port; for RoCE the
+PFC thresholds and ECN marking of the switch owning the port.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from .calendar import Calendar
+from .pfc import PrioState, ingress, reserve_avoiding
 
 
 class LinkDir:
     """One direction of a link (see module doc)."""
 
     __slots__ = ("name", "rate", "prop", "sw_lat", "buffer", "cal", "bytes", "msgs",
-                 "ns_per_byte", "quantum", "mtu_bytes", "interleave")
+                 "ns_per_byte", "quantum", "mtu_bytes", "interleave", "pfc", "ecn", "pstate",
+                 "ecn_marks")
 
     def __init__(self, name: str, rate: float, prop: float, sw_lat: float = 0.0,
                  buffer: int = 1 << 30, env=None, mtu_bytes: int = 4096 + 64) -> None:
@@ -41,6 +50,12 @@ class LinkDir:
         self.quantum = mtu_bytes * self.ns_per_byte
         self.bytes = 0
         self.msgs = 0
+        self.pfc = None          # PfcConfig of the switch owning this port (RoCE), else None
+        self.ecn = None          # EcnConfig when the port marks ECN
+        # Per priority: the ingress queue this direction feeds at the downstream switch
+        # and the pauses that switch imposed on this direction (RoCE only).
+        self.pstate: dict[int, PrioState] = {}
+        self.ecn_marks = 0
 
 
 def set_rate(l: LinkDir, rate: float) -> None:
@@ -51,17 +66,24 @@ def set_rate(l: LinkDir, rate: float) -> None:
 
 
 def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float | None = None,
-             last_pkt: int = 0) -> float:
+             last_pkt: int = 0, prio: int = 3, pkt=None) -> float:
     """Send ``nbytes`` (on-wire size) along ``path`` from time ``t``; return tail arrival [ns].
 
     ``path[0]`` is the sender's egress; every later element is a switch output port.
     With ``tail_ready``, the sender has the first packet at ``t`` and the last one (of
     ``last_pkt`` bytes) at ``tail_ready`` (payload still streaming in over PCIe).
-    Reserves each direction ahead (no events are scheduled).
+    ``prio`` is the message's priority (RoCE PFC); ``pkt.ecn`` is set when a port marks
+    it (ECN). Reserves each direction ahead (no events are scheduled).
     """
     first = path[0]
     ser = nbytes * first.ns_per_byte
-    if last_pkt and nbytes > last_pkt:
+    split = last_pkt and nbytes > last_pkt
+    ps = first.pstate.get(prio) if first.pstate else None
+    if ps is not None and ps.paused.ends and ps.paused.ends[-1] > t:
+        # This priority is paused on the egress at some time ahead: book around the pauses.
+        start, end = reserve_avoiding(first.cal, ps.paused, t, ser,
+                                      last_pkt * first.ns_per_byte if split else 0.0)
+    elif split:
         # A multi-packet message: its packets fill the gaps other messages left.
         start, end = first.cal.reserve_split(t, ser, last_pkt * first.ns_per_byte)
     elif first.interleave:
@@ -71,10 +93,12 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         # Per-message arbitration: a message waits for every message booked before it.
         start = first.cal.reserve(t, ser)
         end = start + ser
+    contiguous = end - start <= ser * (1 + 1e-12)
     if tail_ready is not None:
         t_last = tail_ready + last_pkt * first.ns_per_byte
         if t_last > end:
             end = t_last
+            contiguous = False
     first.bytes += nbytes
     first.msgs += 1
     head = start + first.prop
@@ -84,22 +108,54 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     for l in path[1:]:
         ready = head + l.sw_lat
         ser = nbytes * l.ns_per_byte
-        if last_pkt and nbytes > last_pkt:
+        ps = l.pstate.get(prio) if l.pstate else None
+        if ps is not None and ps.paused.ends and ps.paused.ends[-1] > ready:
+            start, end = reserve_avoiding(l.cal, ps.paused, ready, ser,
+                                          last_pkt * l.ns_per_byte if split else 0.0)
+        elif split:
             start, end = l.cal.reserve_split(ready, ser, last_pkt * l.ns_per_byte)
         else:
             # A switch port interleaves packets: a single packet waits at most one MTU
             # packet behind a bulk message booked as one interval.
             start = l.cal.reserve_packet(ready, ser, l.quantum)
             end = start + ser
-        if start > ready:
-            # Lossless: at most `buffer` bytes may wait in front of this port; beyond that
-            # the upstream direction is paused until the queue drains to the buffer size.
-            hold = start - l.buffer * l.ns_per_byte
-            if hold > prev_end:
-                prev.cal.block(prev_end, hold)
+        pfc = l.pfc
+        if pfc is None:
+            if start > ready:
+                # Lossless (InfiniBand credits): at most `buffer` bytes may wait in front
+                # of this port; beyond that the upstream direction is paused until the
+                # queue drains to the buffer size.
+                hold = start - l.buffer * l.ns_per_byte
+                if hold > prev_end:
+                    prev.cal.block(prev_end, hold)
+        elif l.ecn is not None and pkt is not None and not pkt.ecn:
+            # ECN: the bytes queued ahead of this message at the port (for a message split
+            # over gaps, those interleaved before its last packet).
+            wait = start - ready
+            w2 = end - ready - ser
+            if w2 > wait:
+                wait = w2
+            if wait > 0 and l.ecn.mark(wait / l.ns_per_byte,
+                                       -(-nbytes // last_pkt) if split else 1):
+                pkt.ecn = True
+                l.ecn_marks += 1
         t_tail = tail + l.sw_lat
         if end < t_tail:
             end = t_tail
+        if pfc is not None:
+            st = prev.pstate.get(prio)
+            if st is None:
+                st = prev.pstate[prio] = PrioState(prev.cal.env)
+            env = l.cal.env
+            new_tail = ingress(st, pfc, prev, env._now if env is not None else 0.0, head,
+                               tail, start, end, nbytes, contiguous, l.sw_lat,
+                               last_pkt * prev.ns_per_byte if split else 0.0)
+            if new_tail > tail:
+                tail = new_tail
+                t_tail = tail + l.sw_lat
+                if end < t_tail:
+                    end = t_tail
+        contiguous = end - start <= ser * (1 + 1e-12)
         l.bytes += nbytes
         l.msgs += 1
         head = start + l.prop

@@ -37,6 +37,12 @@ Ports
     ``pcie`` (:class:`~rnicsim.hw.pcie.Pcie`), ``egress`` (first :class:`LinkDir` of every
     route, wired by the fabric), ``fabric.route(src_id, dst_id)`` and ``fabric.nics``.
 
+    - RoCE congestion control (``nic.dcqcn``, off by default): a message an ECN-marking
+      switch port marked makes the receiving NIC send a CNP to the sending QP (at most one
+      per QP per ``cnp_interval``); each QP has a DCQCN reaction point
+      (:class:`~rnicsim.hw.dcqcn.Dcqcn`) that paces its requests and READ responses.
+      ``QpHw.prio`` is the priority its messages carry (3, PFC class of RDMA traffic).
+
 Traces
     ``nic.qpc_miss``, ``nic.ud_drop``, ``nic.rnr``, ``nic.qp_error``.
 
@@ -48,6 +54,7 @@ from collections import deque
 
 from .cache import LruCache
 from .cq import Cq
+from .dcqcn import Dcqcn
 from .link import transmit
 from .memory import MemoryRegion
 from .pcie import Pcie
@@ -69,7 +76,8 @@ class QpHw:
     __slots__ = ("qpn", "type", "nic", "pu", "send_cq", "recv_cq", "state", "rd_out",
                  "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
                  "seq", "timeout_ns", "on_error", "ctx_ready", "db_ready", "tx_ready",
-                 "arrive_last", "resp_ready", "resp_arrive_last", "waiting", "recv_at")
+                 "arrive_last", "resp_ready", "resp_arrive_last", "waiting", "recv_at",
+                 "prio", "cc")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -100,10 +108,13 @@ class QpHw:
         self.resp_ready = 0.0
         self.resp_arrive_last = 0.0
         self.waiting = False       # stopped at a CORE-Direct WAIT
+        self.prio = 3              # priority (PFC class) of this QP's messages
+        self.cc = None             # DCQCN reaction point (RoCE with nic.dcqcn)
 
 
 class _Msg:
-    __slots__ = ("kind", "wr", "qp", "dst_qpn", "npkts", "src", "seq", "data", "old", "wire")
+    __slots__ = ("kind", "wr", "qp", "dst_qpn", "npkts", "src", "seq", "data", "old", "wire",
+                 "ecn")
 
     def __init__(self, kind, wr, qp, dst_qpn, npkts, seq) -> None:
         self.kind = kind      # 0 request, 1 response (READ/atomic), 2 ACK
@@ -115,6 +126,7 @@ class _Msg:
         self.data = None
         self.old = 0
         self.wire = 0
+        self.ecn = False      # a switch port marked it (congestion experienced)
 
 
 class Rnic:
@@ -150,13 +162,19 @@ class Rnic:
         self._next_qpn = 0
         self.ack_bytes = self.pkt_ovh + AETH
         self.ns_per_byte_in = 8e9 / l.rate
-        self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0}
+        self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0,
+                         "cnp_sent": 0, "cnp_received": 0}
+        self.dcqcn = l.kind == "roce" and n.dcqcn
+        self.line_rate = l.rate
+        self._cnp_last: dict = {}       # (nic id, qpn) of a sender -> time of its last CNP
 
     # ----------------------------------------------------------------- resources
     def create_qp(self, qtype: str, send_cq: Cq, recv_cq: Cq) -> QpHw:
         """Allocate a QP context (lazily cached on first use)."""
         self._next_qpn += 1
         qp = QpHw(self, self._next_qpn, qtype, send_cq, recv_cq)
+        if self.dcqcn:
+            qp.cc = Dcqcn(self.p, self.line_rate)
         self.qps[qp.qpn] = qp
         return qp
 
@@ -293,10 +311,16 @@ class Rnic:
                 ready = qp.tx_ready
             if tail < ready:
                 tail = ready
+        cc = qp.cc
+        if cc is not None:
+            ready, tail = self._pace(cc, ready, tail, wire, npk, length)
+        pkt = msg if self.dcqcn else None
         if npk > 1:
-            arrive = transmit(path, ready, wire, tail, min(length, self.mtu) + self.pkt_ovh)
+            arrive = transmit(path, ready, wire, tail, min(length, self.mtu) + self.pkt_ovh,
+                              qp.prio, pkt)
         else:
-            arrive = transmit(path, ready if ready > tail else tail, wire)
+            arrive = transmit(path, ready if ready > tail else tail, wire, None, 0, qp.prio,
+                              pkt)
         if qp.type != UD:
             qp.tx_ready = tail if tail > ready else ready
             if arrive < qp.arrive_last:
@@ -319,6 +343,41 @@ class Rnic:
             t_cqe = self.pcie.dma_write(t_sent, self.p.cqe_size)
             self._complete(qp, wr, SUCCESS, t_cqe, length)
 
+    def _pace(self, cc: Dcqcn, ready: float, tail: float, wire: int, npk: int,
+              length: int) -> tuple[float, float]:
+        """(ready, tail) of a message after the QP's DCQCN rate limiter."""
+        start, t_min = cc.pace(ready, wire)
+        if start > ready:
+            ready = start
+        if tail < ready:
+            tail = ready
+        if npk > 1:
+            lim = t_min - (min(length, self.mtu) + self.pkt_ovh) * self.ns_per_byte_in
+            if tail < lim:
+                tail = lim
+        return ready, tail
+
+    def _send_cnp(self, src_qp: QpHw) -> None:
+        """Notification point: a marked message of ``src_qp`` arrived; CNP unless one was
+        sent to that QP less than ``cnp_interval`` ago."""
+        now = self.sim.env._now
+        key = (src_qp.nic.id, src_qp.qpn)
+        last = self._cnp_last.get(key)
+        if last is not None and now - last < self.p.cnp_interval:
+            return
+        self._cnp_last[key] = now
+        self.counters["cnp_sent"] += 1
+        path = self.fabric.route(self.id, src_qp.nic.id)
+        arrive = transmit(path, now, self.pkt_ovh + 16, None, 0, src_qp.prio)
+        if src_qp.nic.up and self.fabric.path_up(path):
+            self.sim.call_at(arrive, src_qp.nic._rx_cnp, src_qp)
+
+    def _rx_cnp(self, qp: QpHw) -> None:
+        """Reaction point: a CNP for ``qp`` arrived."""
+        self.counters["cnp_received"] += 1
+        if qp.cc is not None:
+            qp.cc.on_cnp(self.sim.env._now)
+
     # ----------------------------------------------------------------- responder
     def _rx_request(self, msg: _Msg) -> None:
         if not self.up:
@@ -330,6 +389,8 @@ class Rnic:
                 self.sim.call_at(self.sim.now + req_qp.timeout_ns, req_qp.nic._rc_timeout,
                                  req_qp)
             return
+        if msg.ecn:
+            self._send_cnp(msg.qp)
         sim = self.sim
         now = sim.env._now
         qp = self.qps.get(msg.dst_qpn)
@@ -494,7 +555,15 @@ class Rnic:
             ready = qp.resp_ready
         if tail is not None and tail < ready:
             tail = ready
-        arrive = transmit(path, ready, wire, tail, last_pkt)
+        cc = qp.cc
+        if cc is not None and resp.kind == 1:
+            npk = resp.npkts
+            ready, t2 = self._pace(cc, ready, ready if tail is None else tail, wire, npk,
+                                   resp.wr.length)
+            if tail is not None or npk > 1:
+                tail = t2
+        arrive = transmit(path, ready, wire, tail, last_pkt, qp.prio,
+                          resp if self.dcqcn else None)
         qp.resp_ready = tail if tail is not None and tail > ready else ready
         if arrive < req_qp.resp_arrive_last:
             arrive = req_qp.resp_arrive_last
@@ -515,7 +584,7 @@ class Rnic:
                     path = qp.path = self.fabric.route(self.id, msg.qp.nic.id)
                 if t < qp.resp_ready:
                     t = qp.resp_ready
-                transmit(path, t, self.ack_bytes)
+                transmit(path, t, self.ack_bytes, None, 0, qp.prio)
                 qp.resp_ready = t
 
     def _nak(self, qp: QpHw, msg: _Msg, t: float, status: int) -> None:
@@ -531,6 +600,11 @@ class Rnic:
         if qp.state is ERR:
             return
         now = self.sim.env._now
+        if msg.ecn and qp.peer is not None:
+            # A marked READ response: the CNP goes to the responder's QP.
+            rqp = self.fabric.nics[qp.peer[0]].qps.get(qp.peer[1])
+            if rqp is not None:
+                self._send_cnp(rqp)
         wr = msg.wr
         op = wr.opcode
         t, head = self._serve(qp, msg, self.comp_t[CATEGORY[op]], now)
