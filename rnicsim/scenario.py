@@ -320,7 +320,8 @@ class Scenario(BaseModel):
 _MODELS: dict[tuple, type[BaseModel]] = {}
 # Packages that add workload/protocol kinds; imported lazily (the kernel does not depend on
 # them at import time). Each calls register_workload / register_protocol when imported.
-PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds"]
+PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds",
+           "protocols.multiobj"]
 _loaded = False
 
 
