@@ -56,10 +56,13 @@ Params
     See the fields of :class:`MultiObjWorkload`; sizes [B], times [ns].
 
 Metrics
-    ``throughput_mtxns`` (transactions completed by the cluster [M/s]),
+    ``throughput_mtxns`` (transactions completed by the cluster [M/s]: objects finished
+    in the window / ``objects``, which stays unbiased when a transaction lasts a good part
+    of the window; a transaction with ``coroutines`` x 10 round trips can),
     ``throughput_mtxns_per_node``, ``throughput_mops_per_node`` (objects x transactions
     per node [M/s]), ``lat_p50_us``/``lat_p90_us``/``lat_p99_us`` (transaction start to
-    done [us]), ``cpu_util`` (worker cores, mean), ``step`` (position on fig. 6's x-axis:
+    done [us], over the transactions that finish inside the window: NaN when none does),
+    ``cpu_util`` (worker cores, mean), ``step`` (position on fig. 6's x-axis:
     0 baseline, 1 +coroutines, 2 +outstanding, 3 +doorbell, 4 +passive ACK; -1 when the
     options are not a cumulative prefix), ``measure_us``.
 
