@@ -1,0 +1,56 @@
+"""Seed 000 (DrTM+H) fig. 6 multi-object micro-benchmark: the qualitative D9 findings.
+
+The default run checks the write workload of ``fig6_multi_object.yaml`` at its ``demo``
+size (4 nodes) with 20 us windows; ``make test-all`` (marker ``repro``) runs the whole demo
+sweep. Asserted are the findings the model reproduces at that size (see the scenario's
+``expected:`` block for every D9 check, including those the model misses at this size):
+
+- coroutines multiply the throughput of both primitives (published 7x and 6.46x);
+- passive ACK nearly doubles two-sided writes (1.96x) and helps one-sided writes less;
+- without passive ACK one-sided writes beat two-sided at every step; with it, two-sided
+  wins (the only case it does).
+"""
+import os
+from pathlib import Path
+
+import pytest
+
+from rnicsim.runner import run_points
+from rnicsim.scenario import load_scenario
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "drtmh" / "fig6_multi_object.yaml"
+
+
+def _rows(overrides: list[str]) -> dict[tuple[str, str, int], float]:
+    sc = load_scenario(SCENARIO, ["run.size=demo", *overrides])
+    rows = run_points(sc, jobs=min(2, os.cpu_count() or 1), progress=False)
+    return {(r["workload.op"], r["workload.primitive"], int(r["step"])):
+            r["throughput_mtxns_per_node"] for r in rows}
+
+
+def _check_writes(t: dict) -> None:
+    one = {s: t[("write", "one_sided", s)] for s in range(5)}
+    two = {s: t[("write", "two_sided", s)] for s in range(5)}
+    assert one[1] / one[0] > 3 and two[1] / two[0] > 3, (one, two)      # coroutines
+    pa_two, pa_one = two[4] / two[3], one[4] / one[3]
+    assert 1.96 * 0.9 <= pa_two <= 1.96 * 1.1, pa_two                  # D9: 1.96x
+    assert pa_two > pa_one >= 1.0, (pa_two, pa_one)
+    for s in range(4):
+        assert one[s] > two[s], (s, one[s], two[s])                   # one-sided wins
+    assert two[4] > one[4], (two[4], one[4])                          # ... except PA
+
+
+def test_fig6_writes_qualitative_findings():
+    """The write half of fig. 6 at demo size (4 nodes, 2 NICs, 24 threads)."""
+    _check_writes(_rows(["sweep.workload.op=[write]", "run.warmup=20us",
+                         "run.measure=20us"]))
+
+
+@pytest.mark.repro
+def test_fig6_demo_qualitative_findings():
+    """The whole fig. 6 sweep at demo size: the write findings, and coroutines multiply
+    one-sided READ throughput."""
+    t = _rows([])
+    _check_writes(t)
+    assert t[("read", "one_sided", 1)] / t[("read", "one_sided", 0)] > 3
+    assert t[("read", "one_sided", 0)] > t[("read", "two_sided", 0)]
