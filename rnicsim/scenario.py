@@ -335,7 +335,6 @@ _MODELS: dict[tuple, type[BaseModel]] = {}
 # Packages that add workload/protocol kinds; imported lazily (the kernel does not depend on
 # them at import time). Each calls register_workload / register_protocol when imported.
 PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds",
-PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds",
            "protocols.multiobj", "workloads.roce_reads", "workloads.incast"]
 _loaded = False
 
