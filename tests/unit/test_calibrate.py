@@ -267,32 +267,50 @@ def test_probe_points_map_to_perftest_like_experiments(tmp_path, cx3):
     f = _probe(tmp_path / "p.jsonl", [
         {**_LAT},                                                         # READ lat
         {**_LAT, "verb": "SEND", "method": "pingpong", "payload": 16, "inline": True},
-        {**_LAT, "verb": "WRITE"},                                        # post_to_cqe WRITE
+        {**_LAT, "verb": "WRITE", "payload": 512},                        # post_to_cqe WRITE
         {**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": 64,
          "depth": 4},
         {**_BW, "sweep": "batch", "method": "throughput", "verb": "WRITE", "payload": 32,
          "depth": 128, "batch": 8, "signal_every": 64},
-        {**_BW, "sweep": "threads", "method": "throughput", "payload": 32, "threads": 4},
+        {**_BW, "sweep": "threads", "method": "throughput", "payload": 32, "qps": 4,
+         "threads": 4, "depth": 16},
         {**_BW, "sweep": "atomics", "method": "throughput", "verb": "FAA", "payload": 8,
          "qps": 4, "depth": 16, "addresses": 16},
-        {**_BW, "sweep": "pages", "method": "throughput", "payload": 32,
-         "random_offsets": True, "region_bytes": 1 << 26},
+        {**_BW, "sweep": "pages", "method": "throughput", "payload": 32, "depth": 16,
+         "random_offsets": True, "region_bytes": 1 << 26, "page_size": 1 << 21},
+        {**_LAT, "sweep": "qps", "payload": 32, "qps": 512},             # lat over 512 QPs
+        {**_LAT, "verb": "SEND", "method": "pingpong", "qps": 2},        # not produced
     ])
     points, unmapped = F.map_measurements(load_measurements([f]), cx3)
     got = {(p.exp.tool, p.x): p for p in points}
     read = got[("ib_read_lat", 64.0)]
     assert read.factor == 1.0 and read.measured == 1.74 and read.exp.mtu == 2048
+    assert read.exp.cqe
     send = got[("ib_send_lat", 16.0)]
     assert send.factor == 2.0 and send.exp.inline == 16     # probe: full round trip
+    assert not send.exp.cqe
+    write = got[("ib_write_lat", 512.0)]
+    assert write.exp.cqe and write.factor == 1.0 and write.exp.inline == 0
     qps = got[("ib_read_bw", 64.0)]
     assert (qps.exp.qps, qps.exp.tx_depth, qps.exp.cq_mod, qps.exp.iters) == (64, 4, 1, 0)
     assert qps.quantity == "rate_mops" and qps.xlabel == "QPs"
     batch = got[("ib_write_bw", 8.0)]
     assert (batch.exp.post_list, batch.exp.cq_mod, batch.exp.inline) == (8, 64, 0)
-    reasons = " | ".join(u.reason for u in unmapped)
-    assert len(unmapped) == 4
-    for want in ("post-to-CQE", "threads", "addresses", "random offsets"):
-        assert want in reasons
+    thr = got[("ib_read_bw", 4.0)]
+    assert (thr.exp.threads, thr.exp.qps, thr.exp.tx_depth, thr.xlabel) == \
+        (4, 4, 16, "threads")
+    atom = got[("ib_atomic_bw", 16.0)]
+    assert (atom.exp.addresses, atom.exp.qps, atom.exp.tx_depth, atom.exp.atomic) == \
+        (16, 4, 16, "FETCH_AND_ADD")
+    pages = got[("ib_read_bw", float(1 << 26))]
+    assert (pages.exp.region, pages.exp.page_size) == (1 << 26, 1 << 21)
+    # the probe's warm-up (a tenth of its 20000 operations) and its measured operations
+    assert (pages.exp.warmup, pages.exp.iters) == (2000, 20000)
+    lat512 = got[("ib_read_lat", 512.0)]
+    assert lat512.exp.qps == 512 and lat512.exp.cqe and lat512.xlabel == "QPs"
+    assert len(points) == 9
+    assert [u.reason for u in unmapped] == \
+        ["SEND ping-pong latency over several QPs: the probe measures none"]
 
 
 def test_perftest_rows_map_with_their_settings(cx3):
