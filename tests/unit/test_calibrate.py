@@ -358,3 +358,50 @@ def test_whole_number_parameter_from_a_probe_qps_sweep(tmp_path, cx3):
     md = (out / "r" / "report.md").read_text()
     assert "probe qps: READ RC throughput 32 B (probe.jsonl)" in md
     assert len(list((out / "r").glob("series_*.png"))) == 2    # lat sweep, qps sweep
+
+
+def _fill(points_raw: list[dict], points, truth) -> None:
+    """Measured values of the probe points = what the hidden profile simulates (4 digits)."""
+    for p, raw in zip(points, points_raw):
+        v = round(p.factor * F.simulate(p.exp, truth), 4)
+        if "lat_us" in raw:
+            raw["lat_us"] = {k: v for k in raw["lat_us"]}
+        else:
+            raw["mops"], raw["gbps"] = v, v * raw["payload"] * 8 / 1e3
+
+
+def test_qp_cache_from_a_probe_qps_sweep(tmp_path, cx3):
+    """A hidden QP-context cache of 64 entries (cx3-qdr has 256) and 512-B contexts (256)
+    come back from a probe qps sweep that goes past the cache: the latency of READs with
+    the QPs taking turns steps up once they outnumber the cache (every READ then fetches
+    its context over PCIe on both NICs; the step height is the fetch, i.e. the context
+    size given the PCIe latency the single-QP points fix). The throughput points of the
+    sweep stay CPU-bound and do not see the cache."""
+    truth = cx3.with_overrides({"nic.qp_cache_entries": 64, "nic.qp_context_size": 512},
+                               "hidden truth")
+    pts = [{**_LAT, "payload": s} for s in (32, 4096)]
+    pts += [{**_LAT, "sweep": "qps", "payload": 32, "qps": q}
+            for q in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)]
+    pts += [{**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": q,
+             "depth": max(2, min(16, 256 // q))} for q in (1, 16, 128)]
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    points, unmapped = F.map_measurements(load_measurements([f]), cx3)
+    assert not unmapped and len(points) == len(pts)
+    _fill(pts, points, truth)
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    out = tmp_path / "out"
+    assert cli(["calibrate", str(f), "--base", "cx3-qdr", "--out", str(out / "qpc.yaml"),
+                "--report", str(out / "r"), "--bootstrap", "8", "--seed", "2", "--quiet",
+                "--params", "nic.qp_cache_entries,nic.qp_context_size,pcie.latency"]) == 0
+    fit = json.loads((out / "r" / "fit.json").read_text())
+    got = {p["key"]: p for p in fit["params"]}
+    for key, want in (("nic.qp_cache_entries", 64), ("nic.qp_context_size", 512)):
+        p = got[key]
+        assert p["identified"], p
+        assert p["fitted"] == want, p
+        lo, hi = p["ci"]
+        assert lo <= want <= hi and not lo <= p["base"] <= hi, p   # the base is ruled out
+    assert got["pcie.latency"]["fitted"] == pytest.approx(cx3.pcie.latency, rel=0.02)
+    prof = load_profile(str(out / "qpc.yaml"))
+    assert (prof.nic.qp_cache_entries, prof.nic.qp_context_size) == (64, 512)
+    assert fit["rms_rel_err_fit"] < 0.002
