@@ -405,3 +405,74 @@ def test_qp_cache_from_a_probe_qps_sweep(tmp_path, cx3):
     prof = load_profile(str(out / "qpc.yaml"))
     assert (prof.nic.qp_cache_entries, prof.nic.qp_context_size) == (64, 512)
     assert fit["rms_rel_err_fit"] < 0.002
+
+
+# ---- probe experiments: shortcuts against full simulations -------------------------------
+
+
+@pytest.mark.parametrize("tool,size,qps,over", [
+    ("ib_write_lat", 512, 1, {}),                            # probe WRITE post-to-CQE
+    ("ib_write_lat", 64, 1, {}),
+    ("ib_read_lat", 32, 128, {"nic.qp_cache_entries": 64}),  # QPs taking turns, misses
+    ("ib_read_lat", 32, 32, {"nic.qp_cache_entries": 64}),   # ... hits
+])
+def test_post_to_cqe_median_of_a_few_operations_is_the_median_of_many(cx3, tool, size,
+                                                                       qps, over):
+    prof = cx3.with_overrides(over, "test") if over else cx3
+    exp = F.Experiment(tool=tool, size=size, qps=qps, cqe=True)
+    many = run_lat(F._args(exp, prof), prof, size, 300)
+    assert F.simulate(exp, prof) == pytest.approx(many["t_typical"], rel=1e-9)
+    assert many["t_min"] == pytest.approx(many["t_max"], rel=1e-9)   # steady after warm-up
+
+
+def test_post_to_cqe_write_is_not_the_ping_pong(cx3):
+    """The probe times a signaled WRITE's post to its CQE (the ACK's round trip), perftest
+    half a ping-pong: different experiments, both simulated as such."""
+    cqe = F.simulate(F.Experiment(tool="ib_write_lat", size=64, cqe=True), cx3)
+    half = F.simulate(F.Experiment(tool="ib_write_lat", size=64), cx3)
+    assert cqe > half     # a round trip to the ACK, not one way to the peer's memory
+
+
+@pytest.mark.parametrize("tool,size,qps,threads,addresses,over", [
+    ("ib_read_bw", 32, 4, 4, 1, {}),
+    ("ib_write_bw", 32, 8, 8, 1, {}),          # past the 7 dedicated doorbell registers
+    ("ib_atomic_bw", 8, 4, 1, 16, {"nic.atomic_units": 4, "nic.atomic_mode": "concurrent"}),
+])
+def test_threads_and_addresses_extrapolation_matches_a_full_run(cx3, tool, size, qps, threads,
+                                                                 addresses, over):
+    prof = cx3.with_overrides(over, "test") if over else cx3
+    iters = 2000
+    exp = F.Experiment(tool=tool, size=size, qps=qps, tx_depth=16, cq_mod=1, iters=iters,
+                       threads=threads, addresses=addresses)
+    assert len(F.bw_plan(exp)) == 2
+    full = run_bw(F._args(exp, prof), prof, size, iters)["msg_rate_mpps"]
+    assert F.simulate(exp, prof) == pytest.approx(full, rel=0.003)
+
+
+def test_threads_and_addresses_reach_their_mechanisms(cx3):
+    one = F.simulate(F.Experiment(tool="ib_read_bw", size=32, tx_depth=16, cq_mod=1), cx3)
+    four = F.simulate(F.Experiment(tool="ib_read_bw", size=32, qps=4, threads=4, tx_depth=16,
+                                   cq_mod=1), cx3)
+    assert four > 3 * one                      # four posting cores
+    units = cx3.with_overrides({"nic.atomic_units": 4, "nic.atomic_mode": "concurrent"}, "t")
+    rate = {a: F.simulate(F.Experiment(tool="ib_atomic_bw", size=8, qps=4, tx_depth=16,
+                                       cq_mod=1, addresses=a), units) for a in (1, 16)}
+    assert rate[16] > 1.5 * rate[1]            # one address: one atomic at a time
+
+
+def test_random_offsets_run_the_probe_warm_up_and_see_the_translation_cache(cx3):
+    """Random targets: the probe's warm-up and measured operations are simulated in full
+    (the translation cache warms over them). Over a region the cache covers the rate is
+    the steady one of a single target; over 512 MiB of 4 KiB pages (131072 translations,
+    the cache holds 2048) every READ waits for a translation fetch and the rate drops,
+    while 2 MiB pages (256 translations) keep it."""
+    small = dict(addresses=1, page_size=4096, tool="ib_read_bw", size=32, tx_depth=4,
+                 cq_mod=1)
+    steady = F.simulate(F.Experiment(**small), cx3)
+    def rate(region, page):
+        e = F.Experiment(**{**small, "page_size": page}, region=region, warmup=300, iters=3000)
+        assert F.bw_plan(e) == (300, 3300)
+        return F.simulate(e, cx3)
+    assert rate(8 << 20, 2 << 20) == pytest.approx(steady, rel=0.005)
+    assert rate(512 << 20, 4096) < 0.97 * rate(512 << 20, 2 << 20)
+    assert rate(512 << 20, 4096) == rate(512 << 20, 4096)     # same seed, same result
