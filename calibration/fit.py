@@ -12,13 +12,20 @@ Method (see ``calibration/README.md``, "Fit a profile"):
 1. **Mapping.** Every measurement is mapped to the simulator experiment that reproduces it:
    a perftest row to ``workloads.perftest.run_lat``/``run_bw`` with the same tool, size,
    connection, QPs, TX depth, CQ moderation, inline, MTU and (for perftest bandwidth rows)
-   the same number of iterations; a probe point to the perftest-like run it matches
-   (``post_to_cqe`` READ/CAS/FAA -> ``ib_read_lat``/``ib_atomic_lat``; ``pingpong`` SEND ->
-   ``ib_send_lat`` x 2, since the probe reports full round trips; ``throughput`` with one
-   thread, one address and 4 KiB pages -> ``ib_*_bw`` with the point's QPs, depth, batch
-   (post list) and signalling, at steady state). What cannot be mapped (probe WRITE
-   post-to-CQE latency, several threads, several atomic addresses, random offsets, 2 MiB
-   pages, bidirectional perftest runs, another link layer) is skipped and listed. The fitted
+   the same number of iterations; a probe point to the perftest-like run it matches,
+   with ``workloads.perftest``'s probe knobs where perftest has none: ``post_to_cqe``
+   READ/WRITE/CAS/FAA -> ``ib_read_lat``/``ib_write_lat``/``ib_atomic_lat`` timing one
+   signaled WR from post to CQE (``post_to_cqe``; with several QPs, the qps sweep's
+   latency points, they take turns after a warm-up that uses each once); ``pingpong``
+   SEND -> ``ib_send_lat`` x 2, since the probe reports full round trips; ``throughput``
+   -> ``ib_*_bw`` with the point's QPs, depth, batch (post list), signalling, posting
+   threads (``threads``: the QPs split over them, one CQ each, one device context),
+   atomic targets (``addresses``, 64 B apart, cycled) and, for random offsets,
+   the remote region and its page size (``region``/``page_size``), at steady state -
+   except random offsets, which run the probe's own warm-up and measured operations (the
+   translation cache warms over them). What cannot be mapped (SEND ping-pong over several
+   QPs, latency with a batch or several threads - the probe measures neither -,
+   bidirectional perftest runs, another link layer) is skipped and listed. The fitted
    quantity is the median latency (``t_typical``) of a latency row and the message rate
    (bandwidth when no rate is printed) of a bandwidth row; other statistics (min, tails,
    peak bandwidth) are not fitted: the simulator has no run-to-run noise.
@@ -29,7 +36,12 @@ Method (see ``calibration/README.md``, "Fit a profile"):
    for rates (value = base x e^x), within bounds (times /10..x10, rates /4..x2). A weak
    ridge (RIDGE x^2) keeps directions the data cannot see near the base value.
    Whole-number parameters (QP-cache entries, QP-context size, atomic units, ...) are
-   chosen by a search over base x 2^k, k = -3..3, the others fixed.
+   chosen by a search over base x 2^k, k = -3..3, the others fixed. By default
+   (``SWEEP_PARAMS``) the QP cache, QP-context size and atomic units are added when the
+   data hold several-QP experiments, and (``PAGES_PARAMS``) the translation cache and
+   entry size when they hold random-offset ones. The QP cache shows in the latency of the
+   probe's qps sweep (a step once the QPs outnumber the cache: every operation then
+   fetches its context); its throughput points are CPU-bound on one posting thread.
 4. **Identifiability.** At the start point the Jacobian of the residuals is taken by
    finite differences. A parameter is *not identified by the data* when moving it anywhere
    within its bounds would change no point by SENS_TOL (2%, linearised), or when its
@@ -49,7 +61,8 @@ Method (see ``calibration/README.md``, "Fit a profile"):
 
 Shortcuts, each checked against the simulator in ``tests/unit/test_calibrate.py``:
 latency medians are taken over 7 operations (the simulator is deterministic, every
-operation of an unloaded latency run takes the same time); a bandwidth row over more
+operation of an unloaded latency run takes the same time, after the post-to-CQE warm-up
+also with QPs taking turns); a bandwidth row over more
 iterations than the simulation budget is extrapolated from two shorter runs (the duration
 is linear in the number of operations once the pipeline is full); a per-opcode service
 time (``nic.responder.read`` ...) only moves experiments of that opcode class, the atomic

@@ -476,3 +476,15 @@ def test_random_offsets_run_the_probe_warm_up_and_see_the_translation_cache(cx3)
     assert rate(8 << 20, 2 << 20) == pytest.approx(steady, rel=0.005)
     assert rate(512 << 20, 4096) < 0.97 * rate(512 << 20, 2 << 20)
     assert rate(512 << 20, 4096) == rate(512 << 20, 4096)     # same seed, same result
+
+
+@pytest.mark.parametrize("bad,key,want", [
+    ({"page_size": 65536}, "page_size", "4096 or 2097152"),
+    ({"qps": 3, "threads": 2}, "qps", "a multiple of threads"),
+])
+def test_impossible_probe_point_exits_2(capsys, tmp_path, bad, key, want):
+    f = _probe(tmp_path / "bad.jsonl", [{**_BW, "method": "throughput", "sweep": "threads",
+                                         "payload": 32, **bad}])
+    err = _run_err(capsys, [str(f), "--base", "cx3-qdr", "--out", str(tmp_path / "o.yaml"),
+                            "--report", str(tmp_path / "r")])
+    assert "bad.jsonl:3" in err and key in err and want in err
