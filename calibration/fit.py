@@ -12,13 +12,20 @@ Method (see ``calibration/README.md``, "Fit a profile"):
 1. **Mapping.** Every measurement is mapped to the simulator experiment that reproduces it:
    a perftest row to ``workloads.perftest.run_lat``/``run_bw`` with the same tool, size,
    connection, QPs, TX depth, CQ moderation, inline, MTU and (for perftest bandwidth rows)
-   the same number of iterations; a probe point to the perftest-like run it matches
-   (``post_to_cqe`` READ/CAS/FAA -> ``ib_read_lat``/``ib_atomic_lat``; ``pingpong`` SEND ->
-   ``ib_send_lat`` x 2, since the probe reports full round trips; ``throughput`` with one
-   thread, one address and 4 KiB pages -> ``ib_*_bw`` with the point's QPs, depth, batch
-   (post list) and signalling, at steady state). What cannot be mapped (probe WRITE
-   post-to-CQE latency, several threads, several atomic addresses, random offsets, 2 MiB
-   pages, bidirectional perftest runs, another link layer) is skipped and listed. The fitted
+   the same number of iterations; a probe point to the perftest-like run it matches,
+   with ``workloads.perftest``'s probe knobs where perftest has none: ``post_to_cqe``
+   READ/WRITE/CAS/FAA -> ``ib_read_lat``/``ib_write_lat``/``ib_atomic_lat`` timing one
+   signaled WR from post to CQE (``post_to_cqe``; with several QPs, the qps sweep's
+   latency points, they take turns after a warm-up that uses each once); ``pingpong``
+   SEND -> ``ib_send_lat`` x 2, since the probe reports full round trips; ``throughput``
+   -> ``ib_*_bw`` with the point's QPs, depth, batch (post list), signalling, posting
+   threads (``threads``: the QPs split over them, one CQ each, one device context),
+   atomic targets (``addresses``, 64 B apart, cycled) and, for random offsets,
+   the remote region and its page size (``region``/``page_size``), at steady state -
+   except random offsets, which run the probe's own warm-up and measured operations (the
+   translation cache warms over them). What cannot be mapped (SEND ping-pong over several
+   QPs, latency with a batch or several threads - the probe measures neither -,
+   bidirectional perftest runs, another link layer) is skipped and listed. The fitted
    quantity is the median latency (``t_typical``) of a latency row and the message rate
    (bandwidth when no rate is printed) of a bandwidth row; other statistics (min, tails,
    peak bandwidth) are not fitted: the simulator has no run-to-run noise.
@@ -29,7 +36,12 @@ Method (see ``calibration/README.md``, "Fit a profile"):
    for rates (value = base x e^x), within bounds (times /10..x10, rates /4..x2). A weak
    ridge (RIDGE x^2) keeps directions the data cannot see near the base value.
    Whole-number parameters (QP-cache entries, QP-context size, atomic units, ...) are
-   chosen by a search over base x 2^k, k = -3..3, the others fixed.
+   chosen by a search over base x 2^k, k = -3..3, the others fixed. By default
+   (``SWEEP_PARAMS``) the QP cache, QP-context size and atomic units are added when the
+   data hold several-QP experiments, and (``PAGES_PARAMS``) the translation cache and
+   entry size when they hold random-offset ones. The QP cache shows in the latency of the
+   probe's qps sweep (a step once the QPs outnumber the cache: every operation then
+   fetches its context); its throughput points are CPU-bound on one posting thread.
 4. **Identifiability.** At the start point the Jacobian of the residuals is taken by
    finite differences. A parameter is *not identified by the data* when moving it anywhere
    within its bounds would change no point by SENS_TOL (2%, linearised), or when its
@@ -49,7 +61,8 @@ Method (see ``calibration/README.md``, "Fit a profile"):
 
 Shortcuts, each checked against the simulator in ``tests/unit/test_calibrate.py``:
 latency medians are taken over 7 operations (the simulator is deterministic, every
-operation of an unloaded latency run takes the same time); a bandwidth row over more
+operation of an unloaded latency run takes the same time, after the post-to-CQE warm-up
+also with QPs taking turns); a bandwidth row over more
 iterations than the simulation budget is extrapolated from two shorter runs (the duration
 is linear in the number of operations once the pipeline is full); a per-opcode service
 time (``nic.responder.read`` ...) only moves experiments of that opcode class, the atomic
@@ -89,7 +102,7 @@ from rnicsim.profile import (CountP, OpTimes, Profile, ProfileModel, RateP, Size
 from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_lat
 
 __all__ = [
-    "DEFAULT_PARAMS", "SWEEP_PARAMS", "Param", "Experiment", "Point", "Unmapped",
+    "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "Param", "Experiment", "Point", "Unmapped",
     "ParamResult", "FitResult", "resolve_params", "map_measurements", "Simulator",
     "calibrate", "main",
 ]
@@ -104,6 +117,8 @@ DEFAULT_PARAMS = (
 )
 #: Whole-number parameters added by default when the data hold several-QP experiments.
 SWEEP_PARAMS = ("nic.qp_cache_entries", "nic.qp_context_size", "nic.atomic_units")
+#: Added by default when the data hold random-offset (pages sweep) experiments.
+PAGES_PARAMS = ("nic.mtt_cache_entries", "nic.mtt_entry_size")
 
 SENS_TOL = 0.02        # smallest relative change a parameter must cause within its bounds
 COLLINEAR_TOL = 0.02   # sine of the angle to the span of stronger columns
@@ -278,6 +293,13 @@ class Experiment:
     max_inline: int | None = None   # the run inlined more than the profile's max_inline
     atomic: str = "FETCH_AND_ADD"
     iters: int = 0                  # operations per QP averaged over (0: steady state)
+    # rnicsim-probe experiments (workloads.perftest knobs without a perftest flag)
+    cqe: bool = False               # *_lat: post to CQE, QPs cycled (the probe's post_to_cqe)
+    threads: int = 1                # *_bw: posting threads, the QPs split over them
+    addresses: int = 1              # targets 64 B apart, cycled
+    region: int = 0                 # targets uniformly random over this many bytes
+    page_size: int = 4096           # pages of the remote region
+    warmup: int = 0                 # operations per QP before the ``iters`` averaged over
 
     @property
     def kind(self) -> str:
@@ -293,6 +315,16 @@ class Experiment:
             bits.append(self.conn)
         if self.qps > 1:
             bits.append(f"{self.qps} QPs")
+        if self.threads > 1:
+            bits.append(f"{self.threads} threads")
+        if self.cqe:
+            bits.append("post-to-CQE")
+        if self.addresses > 1:
+            bits.append(f"{self.addresses} addresses")
+        if self.region:
+            bits.append(f"random over {_bytes(self.region)}")
+        if self.page_size != 4096:
+            bits.append(f"{_bytes(self.page_size)} pages")
         if self.kind == "bw":
             bits.append(f"depth {self.tx_depth or 128}")
             if self.post_list > 1:
@@ -300,6 +332,13 @@ class Experiment:
         if self.inline and self.size <= self.inline:
             bits.append("inline")
         return " ".join(bits)
+
+
+def _bytes(n: int) -> str:
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k and n % (1 << k) == 0:
+            return f"{n >> k} {unit}"
+    return f"{n} B"
 
 
 @dataclass
@@ -364,6 +403,10 @@ _SWEEP_X = {"lat": ("payload", "payload [B]"), "bw": ("payload", "payload [B]"),
             "batch": ("batch", "WRs per doorbell"), "signal": ("signal_every", "signal every"),
             "atomics": ("addresses", "addresses"), "threads": ("threads", "threads"),
             "pages": ("region_bytes", "region [B]")}
+
+
+def _ceil64(n: int) -> int:
+    return max(64, -(-n // 64) * 64)
 
 
 def map_measurements(ms: list[Measurement], base: Profile
@@ -432,43 +475,54 @@ def map_measurements(ms: list[Measurement], base: Profile
                 + (f" -q {m.qps}" if m.qps > 1 else "") + f" ({Path(src).name})"
             x, xlabel = float(payload), "payload [B]"
         elif m.tool == "rnicsim-probe":
-            if m.threads > 1:
-                skip(f"{m.threads} posting threads: no perftest-like experiment with threads")
+            # the remote region: random offsets over region_bytes (pages sweep), or
+            # ``addresses`` targets 64 B apart (atomics sweep), with its page size
+            region = m.region_bytes if m.random_offsets else 0
+            if m.random_offsets and region < _ceil64(payload):
+                skip(f"random offsets over a region of {m.region_bytes} B: region_bytes "
+                     f"must hold at least one {_ceil64(payload)} B slot")
                 continue
-            if m.addresses > 1:
-                skip(f"{m.addresses} atomic addresses: perftest runs target one address")
-                continue
-            if m.random_offsets:
-                skip("random offsets over a large region (pages sweep): not simulated by perftest")
-                continue
-            if m.page_size != 4096:
-                skip(f"{m.page_size} B pages: perftest runs use 4 KiB pages")
-                continue
+            remote = dict(addresses=m.addresses, region=region, page_size=m.page_size)
             if m.kind == "lat":
-                if m.batch > 1 or m.qps > 1:
-                    skip("latency with several QPs or a batch: no perftest counterpart")
+                if m.batch > 1 or m.threads > 1:
+                    skip("latency with a batch or several threads: the probe measures none")
                     continue
+                cqe = True
                 if verb == "READ":
                     tool = "ib_read_lat"
                 elif verb in ("CAS", "FAA"):
                     tool = "ib_atomic_lat"
-                elif verb == "SEND" and m.sweep != "inline":
-                    tool, factor = "ib_send_lat", 2.0
+                elif verb == "WRITE":
+                    tool = "ib_write_lat"
+                elif m.qps == 1:     # SEND ping-pong against the server's echo
+                    tool, factor, cqe = "ib_send_lat", 2.0, False
                 else:
-                    skip(f"{verb} post-to-CQE latency: perftest's ib_{verb.lower()}_lat is a "
-                         "ping-pong; workloads.perftest has no counterpart")
+                    skip("SEND ping-pong latency over several QPs: the probe measures none")
                     continue
                 if m.latency_convention == "half_rtt":
                     factor = 1.0
-                exp = Experiment(tool=tool, size=payload, conn=m.transport, inline=inline,
-                                 mtu=m.mtu, max_inline=max_inline, atomic=atomic)
+                exp = Experiment(tool=tool, size=payload, conn=m.transport, qps=m.qps,
+                                 inline=inline, mtu=m.mtu, max_inline=max_inline,
+                                 atomic=atomic, cqe=cqe, **remote)
             else:
                 tool = {"READ": "ib_read_bw", "WRITE": "ib_write_bw", "SEND": "ib_send_bw",
                         "CAS": "ib_atomic_bw", "FAA": "ib_atomic_bw"}[verb]
+                iters = warmup = 0              # steady state
+                if region:
+                    # Random targets warm the translation cache over many operations:
+                    # the probe's own warm-up and measured operations, per QP.
+                    # (each posting thread: a warm-up of a tenth of its operations, at
+                    # most 10000, at least one doorbell/signal unit per QP)
+                    unit = max(m.batch, m.signal_every)
+                    per_thread = max(1, m.iterations // m.threads)
+                    qpt = max(1, m.qps // m.threads)
+                    warm = max(min(per_thread // 10, 10000), qpt * unit)
+                    iters, warmup = -(-per_thread // qpt), -(-warm // qpt)
                 exp = Experiment(tool=tool, size=payload, conn=m.transport, qps=m.qps,
                                  tx_depth=m.depth, cq_mod=m.signal_every, post_list=m.batch,
                                  inline=inline, mtu=m.mtu, max_inline=max_inline,
-                                 atomic=atomic, iters=0)
+                                 atomic=atomic, iters=iters, threads=m.threads,
+                                 warmup=warmup, **remote)
             xattr, xlabel = _SWEEP_X.get(m.sweep, ("payload", "payload [B]"))
             x = float(getattr(m, xattr, payload))
             fixed = {k: getattr(m, k) for k in ("qps", "depth", "batch", "signal_every",
@@ -497,7 +551,11 @@ def map_measurements(ms: list[Measurement], base: Profile
 
 def bw_plan(exp: Experiment) -> tuple[int, ...]:
     """Iterations per QP to simulate for a bandwidth row: the measured count when it fits
-    the budget, else two shorter runs (n, 2n) whose durations are extrapolated linearly."""
+    the budget, else two shorter runs (n, 2n) whose durations are extrapolated linearly.
+    With a warm-up (random targets: caches that warm over many operations), the runs are
+    the warm-up alone and the warm-up with the measured operations, never shortened."""
+    if exp.warmup > 0:
+        return (exp.warmup, exp.warmup + exp.iters)
     per_run = max(8, min(max(32, min(BW_OPS, 4000 // exp.qps)),
                          BW_BYTES // max(1, exp.size * exp.qps)))
     if 0 < exp.iters <= per_run:
@@ -509,7 +567,9 @@ def _args(exp: Experiment, profile: Profile) -> PerftestArgs:
     return PerftestArgs(tool=exp.tool, size=exp.size, qps=exp.qps, tx_depth=exp.tx_depth,
                         post_list=exp.post_list, conn=exp.conn, inline=exp.inline,
                         mtu=exp.mtu, cq_mod=exp.cq_mod, outstanding=exp.outstanding,
-                        atomic=exp.atomic, nic=profile.name)
+                        atomic=exp.atomic, nic=profile.name, post_to_cqe=exp.cqe,
+                        threads=exp.threads, addresses=exp.addresses, region=exp.region,
+                        page_size=exp.page_size)
 
 
 def simulate(exp: Experiment, profile: Profile) -> float:
@@ -527,7 +587,7 @@ def simulate(exp: Experiment, profile: Profile) -> float:
     fill = t1 - n1 * per_round              # pipeline fill and drain [us]
     if per_round <= 0:
         return n2 * exp.qps / t2
-    if exp.iters <= 0:
+    if exp.iters <= 0 or exp.warmup > 0:    # steady state, or the operations after warm-up
         return exp.qps / per_round
     return exp.iters * exp.qps / (fill + exp.iters * per_round)
 
@@ -871,6 +931,8 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
         names = list(DEFAULT_PARAMS)
         if any(p.exp.qps > 1 for p in points):
             names += [k for k in SWEEP_PARAMS if _param_node(base.model, k) is not None]
+        if any(p.exp.region for p in points):
+            names += [k for k in PAGES_PARAMS if _param_node(base.model, k) is not None]
     else:
         names = list(param_names)
     params = resolve_params(base, names)

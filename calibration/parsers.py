@@ -492,7 +492,11 @@ def _check_point(c: _Checker) -> None:
     for k in ("qps", "threads", "depth", "batch", "signal_every", "addresses"):
         c.int_(k, 1)
     c.boolean("inline")
-    c.int_("page_size", 1)
+    if c.int_("page_size", 1) not in (4096, 2 * 1024 * 1024):
+        raise c.fail("page_size", f"4096 or 2097152 (bytes); got {c.obj['page_size']!r}")
+    if c.obj["qps"] % c.obj["threads"]:
+        raise c.fail("qps", f"a multiple of threads ({c.obj['threads']}: each posting "
+                     f"thread has its own QPs); got {c.obj['qps']!r}")
     c.string("page_backing", nullable=True)
     c.int_("region_bytes", 0)
     c.boolean("random_offsets")
@@ -616,6 +620,7 @@ class Measurement:
     page_size: int = 4096
     addresses: int = 1
     random_offsets: bool = False
+    region_bytes: int = 0
     iterations: int = 0
     latency_convention: str | None = None
     mtu: int | None = None
@@ -677,7 +682,8 @@ def probe_measurements(run: ProbeRun) -> list[Measurement]:
             line=m["_line"], tool="rnicsim-probe", sweep=m["sweep"], threads=m["threads"],
             batch=m["batch"], signal_every=m["signal_every"], inline=m["inline"],
             page_size=m["page_size"], addresses=m["addresses"],
-            random_offsets=m["random_offsets"], iterations=m["iters"], mtu=mtu,
+            random_offsets=m["random_offsets"], region_bytes=m["region_bytes"],
+            iterations=m["iters"], mtu=mtu,
             link_layer=link.get("link_layer"), device=dev.get("name"),
             truncated=m["truncated"],
         )

@@ -16,6 +16,16 @@ report the full round trip of each operation; ``t_typical`` is the median. ``*_b
 ``tx_depth`` WRs in flight per QP, signal one WR in ``cq_mod``, post ``post_list`` WRs per
 doorbell, and report the average over all iterations (BW peak: the best of the CQ-moderation
 windows); MB is 2^20 bytes, Gb/s is 10^9 bit/s.
+
+Knobs of ``rnicsim-probe``'s experiments (``PerftestArgs`` fields without a perftest flag,
+used by ``rnicsim calibrate``; their defaults change nothing): ``post_to_cqe`` (``*_lat``
+times the post of one signaled WR to its CQE, also for WRITE instead of a ping-pong; with
+several QPs they take turns, after a warm-up that uses each once),
+``threads`` (``*_bw``: the QPs are split evenly over that many posting threads, one CQ
+each, all on one device context), ``addresses`` (targets 64 B apart, cycled by each
+thread) and ``region``/``page_size`` (targets uniformly random over a remote region of
+``region`` bytes, in slots of the payload rounded up to 64 B, registered with pages of
+``page_size`` bytes).
 """
 from __future__ import annotations
 
@@ -61,6 +71,12 @@ class PerftestArgs:
     nic: str = "cx4-edr"
     seed: int = 1
     out: str | None = None
+    # rnicsim-probe experiments (no perftest flag; see the module doc)
+    post_to_cqe: bool = False
+    threads: int = 1
+    addresses: int = 1
+    region: int = 0
+    page_size: int = 4096
 
 
 def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
@@ -124,10 +140,21 @@ class _Pair:
         self.cq = [c.create_cq() for c in self.ctx]
         buf = max(size, 8) * 2 + 64
         self.mr = [c.reg_mr(max(buf, 4096), 4096) for c in self.ctx]
+        if a.region or a.addresses > 1 or a.page_size != 4096:
+            # the remote region of the probe's atomics and pages sweeps
+            span = max(buf, 4096, a.region, a.addresses * 64)
+            self.mr[1] = self.ctx[1].reg_mr(span, a.page_size)
+        # posting threads of the client, one CQ each; QP i belongs to thread i // per
+        if a.threads < 1 or a.qps % a.threads:
+            raise ValueError(f"threads: a divisor of the QP count ({a.qps}), got {a.threads}")
+        self.per = a.qps // a.threads
+        self.cth = [self.th[0]] + [self.cluster.nodes[0].thread(t) for t in range(1, a.threads)]
+        self.ccq = [self.cq[0]] + [self.ctx[0].create_cq(th) for th in self.cth[1:]]
         conn = a.conn
         self.qps: list[tuple] = []
-        for _ in range(a.qps):
-            q0 = self.ctx[0].create_qp(conn, self.cq[0])
+        for i in range(a.qps):
+            t = i // self.per
+            q0 = self.ctx[0].create_qp(conn, self.ccq[t], thread=self.cth[t])
             q1 = self.ctx[1].create_qp(conn, self.cq[1])
             if conn != "UD":
                 q0.connect(q1)
@@ -172,13 +199,19 @@ def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]
     rkey1, rkey0 = p.mr[1].rkey, p.mr[0].rkey
 
     def one_sided():
-        op = {"ib_read_lat": READ, "ib_atomic_lat": FAA if a.atomic == "FETCH_AND_ADD"
-              else CAS}[tool]
-        for _ in range(iters):
+        op = {"ib_read_lat": READ, "ib_write_lat": WRITE, "ib_atomic_lat":
+              FAA if a.atomic == "FETCH_AND_ADD" else CAS}[tool]
+        inl = inline and op == WRITE
+        # post_to_cqe (the probe): QPs cycled round robin, after a warm-up that uses every
+        # QP once (the probe's warm-up is at least as long), so caches are in steady state
+        warm = len(p.qps) if a.post_to_cqe else 0
+        for k in range(warm + iters):
+            qp = p.qps[k % len(p.qps)][0] if a.post_to_cqe else q0
             t = sim.now
-            yield q0.post_send([WorkRequest(op, size, 1, True, False, None, 0, rkey1, 0)])
+            yield qp.post_send([WorkRequest(op, size, 1, True, inl, None, 0, rkey1, 0)])
             wcs = yield p.cq[0].wait()
-            samples.append((sim.now - t) / 1e3)
+            if k >= warm:
+                samples.append((sim.now - t) / 1e3)
             assert wcs[0].ok
 
     def write_pingpong(side: int):
@@ -223,7 +256,7 @@ def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]
                 me.post_recv([WorkRequest(RECV, size)])
                 samples.append((sim.now - t) / 2e3)
 
-    if tool in ("ib_read_lat", "ib_atomic_lat"):
+    if tool in ("ib_read_lat", "ib_atomic_lat") or (tool == "ib_write_lat" and a.post_to_cqe):
         sim.process(one_sided())
     elif tool == "ib_write_lat":
         sim.process(write_pingpong(0))
@@ -266,11 +299,31 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
                         by_num[wc.qp_num].post_recv([WorkRequest(RECV, size)])
                         posted[wc.qp_num] += 1
 
-    def client():
+    # Remote offsets: 0, or cycled over ``addresses`` targets 64 B apart, or uniformly
+    # random slots over ``region`` bytes (each posting thread its own sequence/stream).
+    align = -(-max(size, 1) // 64) * 64
+    slots = a.region // align if a.region else 0
+
+    def offsets(t: int):
+        if slots > 1:
+            rng = sim.rng(f"perftest/offsets/t{t}")
+            while True:
+                for o in rng.integers(0, slots, 4096):
+                    yield int(o) * align
+        seq = 0
+        while True:
+            yield (seq % a.addresses) * 64 if a.addresses > 1 else 0
+            seq += 1
+
+    def client(th: int):
+        mine = range(th * p.per, (th + 1) * p.per)
+        cq = p.ccq[th]
+        left = [total_of[th]]
+        offs = offsets(th)
         posted = [0] * a.qps
         inflight = [0] * a.qps
-        start = sim.now
-        marks.append((start, 0))
+        if not marks:
+            marks.append((sim.now, 0))
 
         def fill(i: int):
             q0, q1 = p.qps[i]
@@ -281,7 +334,8 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
                     posted[i] += 1
                     sig = posted[i] % cq_mod == 0 or posted[i] == iters
                     wr = WorkRequest(op, size, (i, 0), sig, inline, None, 0,
-                                     rkey if op != SEND else None, 0)
+                                     rkey if op != SEND else None,
+                                     next(offs) if op != SEND else 0)
                     if a.conn == "UD":
                         wr.dest = q1.address
                     wrs.append(wr)
@@ -298,23 +352,27 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
                 yield q0.post_send(wrs)
 
         cover_base = [0] * a.qps
-        for i in range(a.qps):
+        for i in mine:
             yield from fill(i)
-        while done[0] < total:
-            wcs = yield p.cq[0].wait()
+        while left[0] > 0:
+            wcs = yield cq.wait()
             for wc in wcs:
                 if wc.opcode == RECV:
                     continue
                 i, covered = wc.wr_id
                 inflight[i] -= covered
+                left[0] -= covered
                 done[0] += covered
                 marks.append((sim.now, done[0]))
-            for i in range(a.qps):
+            for i in mine:
                 yield from fill(i)
+
+    total_of = [iters * p.per] * a.threads
 
     if op == SEND:
         sim.process(server_recv())
-    sim.process(client())
+    for th in range(a.threads):
+        sim.process(client(th))
     sim.run()
     t0, _ = marks[0]
     t1, n1 = marks[-1]

@@ -180,15 +180,19 @@ static int finish_lat(struct result *res, double *samples, long k, int status,
     return status;
 }
 
+/* With several QPs (qps sweep) they take turns round robin, all on one CQ, after a
+ * warm-up that uses every QP at least once: with more QPs than the NIC caches contexts
+ * of, every operation fetches its QP's context (the latency step of the qps sweep). */
 static int lat_cqe(struct client *c, const struct point *pt, struct qpset *qs,
                    const struct mem *lm, const struct target *tgt, struct result *res)
 {
-    struct ibv_qp *qp = qs->qp[0];
     struct ibv_cq *cq = qs->scq[0];
     struct ibv_sge sge;
     struct ibv_send_wr wr, *bad = NULL;
     fill_wr(&wr, &sge, pt, lm, tgt->addr, tgt->rkey, 1);
     long warm = warmup_of(pt->iters), k = 0;
+    if (warm < qs->n)
+        warm = qs->n;
     double *samples = malloc((size_t)pt->iters * sizeof *samples);
     if (!samples) {
         snprintf(res->reason, sizeof res->reason, "out of memory for %ld samples", pt->iters);
@@ -203,7 +207,7 @@ static int lat_cqe(struct client *c, const struct point *pt, struct qpset *qs,
             res->truncated = 1;
             break;
         }
-        int rc = ibv_post_send(qp, &wr, &bad);
+        int rc = ibv_post_send(qs->qp[i % qs->n], &wr, &bad);
         if (rc) {
             snprintf(res->reason, sizeof res->reason, "ibv_post_send failed: %s", strerror(rc));
             status = POINT_SKIP;
@@ -1022,9 +1026,17 @@ static int sweep_qps(struct client *c)
         int depth = (int)(256 / n);
         depth = depth < 2 ? 2 : depth > 16 ? 16 : depth;
         long ops = c->a->bw_iters > n * 16 ? c->a->bw_iters : n * 16;
+        /* latency with the QPs taking turns: a step where they outgrow the QP cache */
+        struct point l = mk(SW_QPS, V_READ, TP_RC, M_CQE, 32, c->a->iters);
+        l.nqps = (int)n;
+        int st = do_point(c, &l);
+        if (st == POINT_FATAL)
+            return -1;
+        if (st == POINT_SKIP)
+            break; /* more QPs will not fit either */
         struct point p = mk_bw(SW_QPS, V_READ, 32, ops, depth, 1);
         p.nqps = (int)n;
-        int st = do_point(c, &p);
+        st = do_point(c, &p);
         if (st == POINT_FATAL)
             return -1;
         if (st == POINT_SKIP)

@@ -267,32 +267,50 @@ def test_probe_points_map_to_perftest_like_experiments(tmp_path, cx3):
     f = _probe(tmp_path / "p.jsonl", [
         {**_LAT},                                                         # READ lat
         {**_LAT, "verb": "SEND", "method": "pingpong", "payload": 16, "inline": True},
-        {**_LAT, "verb": "WRITE"},                                        # post_to_cqe WRITE
+        {**_LAT, "verb": "WRITE", "payload": 512},                        # post_to_cqe WRITE
         {**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": 64,
          "depth": 4},
         {**_BW, "sweep": "batch", "method": "throughput", "verb": "WRITE", "payload": 32,
          "depth": 128, "batch": 8, "signal_every": 64},
-        {**_BW, "sweep": "threads", "method": "throughput", "payload": 32, "threads": 4},
+        {**_BW, "sweep": "threads", "method": "throughput", "payload": 32, "qps": 4,
+         "threads": 4, "depth": 16},
         {**_BW, "sweep": "atomics", "method": "throughput", "verb": "FAA", "payload": 8,
          "qps": 4, "depth": 16, "addresses": 16},
-        {**_BW, "sweep": "pages", "method": "throughput", "payload": 32,
-         "random_offsets": True, "region_bytes": 1 << 26},
+        {**_BW, "sweep": "pages", "method": "throughput", "payload": 32, "depth": 16,
+         "random_offsets": True, "region_bytes": 1 << 26, "page_size": 1 << 21},
+        {**_LAT, "sweep": "qps", "payload": 32, "qps": 512},             # lat over 512 QPs
+        {**_LAT, "verb": "SEND", "method": "pingpong", "qps": 2},        # not produced
     ])
     points, unmapped = F.map_measurements(load_measurements([f]), cx3)
     got = {(p.exp.tool, p.x): p for p in points}
     read = got[("ib_read_lat", 64.0)]
     assert read.factor == 1.0 and read.measured == 1.74 and read.exp.mtu == 2048
+    assert read.exp.cqe
     send = got[("ib_send_lat", 16.0)]
     assert send.factor == 2.0 and send.exp.inline == 16     # probe: full round trip
+    assert not send.exp.cqe
+    write = got[("ib_write_lat", 512.0)]
+    assert write.exp.cqe and write.factor == 1.0 and write.exp.inline == 0
     qps = got[("ib_read_bw", 64.0)]
     assert (qps.exp.qps, qps.exp.tx_depth, qps.exp.cq_mod, qps.exp.iters) == (64, 4, 1, 0)
     assert qps.quantity == "rate_mops" and qps.xlabel == "QPs"
     batch = got[("ib_write_bw", 8.0)]
     assert (batch.exp.post_list, batch.exp.cq_mod, batch.exp.inline) == (8, 64, 0)
-    reasons = " | ".join(u.reason for u in unmapped)
-    assert len(unmapped) == 4
-    for want in ("post-to-CQE", "threads", "addresses", "random offsets"):
-        assert want in reasons
+    thr = got[("ib_read_bw", 4.0)]
+    assert (thr.exp.threads, thr.exp.qps, thr.exp.tx_depth, thr.xlabel) == \
+        (4, 4, 16, "threads")
+    atom = got[("ib_atomic_bw", 16.0)]
+    assert (atom.exp.addresses, atom.exp.qps, atom.exp.tx_depth, atom.exp.atomic) == \
+        (16, 4, 16, "FETCH_AND_ADD")
+    pages = got[("ib_read_bw", float(1 << 26))]
+    assert (pages.exp.region, pages.exp.page_size) == (1 << 26, 1 << 21)
+    # the probe's warm-up (a tenth of its 20000 operations) and its measured operations
+    assert (pages.exp.warmup, pages.exp.iters) == (2000, 20000)
+    lat512 = got[("ib_read_lat", 512.0)]
+    assert lat512.exp.qps == 512 and lat512.exp.cqe and lat512.xlabel == "QPs"
+    assert len(points) == 9
+    assert [u.reason for u in unmapped] == \
+        ["SEND ping-pong latency over several QPs: the probe measures none"]
 
 
 def test_perftest_rows_map_with_their_settings(cx3):
@@ -340,3 +358,133 @@ def test_whole_number_parameter_from_a_probe_qps_sweep(tmp_path, cx3):
     md = (out / "r" / "report.md").read_text()
     assert "probe qps: READ RC throughput 32 B (probe.jsonl)" in md
     assert len(list((out / "r").glob("series_*.png"))) == 2    # lat sweep, qps sweep
+
+
+def _fill(points_raw: list[dict], points, truth) -> None:
+    """Measured values of the probe points = what the hidden profile simulates (4 digits)."""
+    for p, raw in zip(points, points_raw):
+        v = round(p.factor * F.simulate(p.exp, truth), 4)
+        if "lat_us" in raw:
+            raw["lat_us"] = {k: v for k in raw["lat_us"]}
+        else:
+            raw["mops"], raw["gbps"] = v, v * raw["payload"] * 8 / 1e3
+
+
+def test_qp_cache_from_a_probe_qps_sweep(tmp_path, cx3):
+    """A hidden QP-context cache of 64 entries (cx3-qdr has 256) and 512-B contexts (256)
+    come back from a probe qps sweep that goes past the cache: the latency of READs with
+    the QPs taking turns steps up once they outnumber the cache (every READ then fetches
+    its context over PCIe on both NICs; the step height is the fetch, i.e. the context
+    size given the PCIe latency the single-QP points fix). The throughput points of the
+    sweep stay CPU-bound and do not see the cache."""
+    truth = cx3.with_overrides({"nic.qp_cache_entries": 64, "nic.qp_context_size": 512},
+                               "hidden truth")
+    pts = [{**_LAT, "payload": s} for s in (32, 4096)]
+    pts += [{**_LAT, "sweep": "qps", "payload": 32, "qps": q}
+            for q in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)]
+    pts += [{**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": q,
+             "depth": max(2, min(16, 256 // q))} for q in (1, 16, 128)]
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    points, unmapped = F.map_measurements(load_measurements([f]), cx3)
+    assert not unmapped and len(points) == len(pts)
+    _fill(pts, points, truth)
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    out = tmp_path / "out"
+    assert cli(["calibrate", str(f), "--base", "cx3-qdr", "--out", str(out / "qpc.yaml"),
+                "--report", str(out / "r"), "--bootstrap", "8", "--seed", "2", "--quiet",
+                "--params", "nic.qp_cache_entries,nic.qp_context_size,pcie.latency"]) == 0
+    fit = json.loads((out / "r" / "fit.json").read_text())
+    got = {p["key"]: p for p in fit["params"]}
+    for key, want in (("nic.qp_cache_entries", 64), ("nic.qp_context_size", 512)):
+        p = got[key]
+        assert p["identified"], p
+        assert p["fitted"] == want, p
+        lo, hi = p["ci"]
+        assert lo <= want <= hi and not lo <= p["base"] <= hi, p   # the base is ruled out
+    assert got["pcie.latency"]["fitted"] == pytest.approx(cx3.pcie.latency, rel=0.02)
+    prof = load_profile(str(out / "qpc.yaml"))
+    assert (prof.nic.qp_cache_entries, prof.nic.qp_context_size) == (64, 512)
+    assert fit["rms_rel_err_fit"] < 0.002
+
+
+# ---- probe experiments: shortcuts against full simulations -------------------------------
+
+
+@pytest.mark.parametrize("tool,size,qps,over", [
+    ("ib_write_lat", 512, 1, {}),                            # probe WRITE post-to-CQE
+    ("ib_write_lat", 64, 1, {}),
+    ("ib_read_lat", 32, 128, {"nic.qp_cache_entries": 64}),  # QPs taking turns, misses
+    ("ib_read_lat", 32, 32, {"nic.qp_cache_entries": 64}),   # ... hits
+])
+def test_post_to_cqe_median_of_a_few_operations_is_the_median_of_many(cx3, tool, size,
+                                                                       qps, over):
+    prof = cx3.with_overrides(over, "test") if over else cx3
+    exp = F.Experiment(tool=tool, size=size, qps=qps, cqe=True)
+    many = run_lat(F._args(exp, prof), prof, size, 300)
+    assert F.simulate(exp, prof) == pytest.approx(many["t_typical"], rel=1e-9)
+    assert many["t_min"] == pytest.approx(many["t_max"], rel=1e-9)   # steady after warm-up
+
+
+def test_post_to_cqe_write_is_not_the_ping_pong(cx3):
+    """The probe times a signaled WRITE's post to its CQE (the ACK's round trip), perftest
+    half a ping-pong: different experiments, both simulated as such."""
+    cqe = F.simulate(F.Experiment(tool="ib_write_lat", size=64, cqe=True), cx3)
+    half = F.simulate(F.Experiment(tool="ib_write_lat", size=64), cx3)
+    assert cqe > half     # a round trip to the ACK, not one way to the peer's memory
+
+
+@pytest.mark.parametrize("tool,size,qps,threads,addresses,over", [
+    ("ib_read_bw", 32, 4, 4, 1, {}),
+    ("ib_write_bw", 32, 8, 8, 1, {}),          # past the 7 dedicated doorbell registers
+    ("ib_atomic_bw", 8, 4, 1, 16, {"nic.atomic_units": 4, "nic.atomic_mode": "concurrent"}),
+])
+def test_threads_and_addresses_extrapolation_matches_a_full_run(cx3, tool, size, qps, threads,
+                                                                 addresses, over):
+    prof = cx3.with_overrides(over, "test") if over else cx3
+    iters = 2000
+    exp = F.Experiment(tool=tool, size=size, qps=qps, tx_depth=16, cq_mod=1, iters=iters,
+                       threads=threads, addresses=addresses)
+    assert len(F.bw_plan(exp)) == 2
+    full = run_bw(F._args(exp, prof), prof, size, iters)["msg_rate_mpps"]
+    assert F.simulate(exp, prof) == pytest.approx(full, rel=0.003)
+
+
+def test_threads_and_addresses_reach_their_mechanisms(cx3):
+    one = F.simulate(F.Experiment(tool="ib_read_bw", size=32, tx_depth=16, cq_mod=1), cx3)
+    four = F.simulate(F.Experiment(tool="ib_read_bw", size=32, qps=4, threads=4, tx_depth=16,
+                                   cq_mod=1), cx3)
+    assert four > 3 * one                      # four posting cores
+    units = cx3.with_overrides({"nic.atomic_units": 4, "nic.atomic_mode": "concurrent"}, "t")
+    rate = {a: F.simulate(F.Experiment(tool="ib_atomic_bw", size=8, qps=4, tx_depth=16,
+                                       cq_mod=1, addresses=a), units) for a in (1, 16)}
+    assert rate[16] > 1.5 * rate[1]            # one address: one atomic at a time
+
+
+def test_random_offsets_run_the_probe_warm_up_and_see_the_translation_cache(cx3):
+    """Random targets: the probe's warm-up and measured operations are simulated in full
+    (the translation cache warms over them). Over a region the cache covers the rate is
+    the steady one of a single target; over 512 MiB of 4 KiB pages (131072 translations,
+    the cache holds 2048) every READ waits for a translation fetch and the rate drops,
+    while 2 MiB pages (256 translations) keep it."""
+    small = dict(addresses=1, page_size=4096, tool="ib_read_bw", size=32, tx_depth=4,
+                 cq_mod=1)
+    steady = F.simulate(F.Experiment(**small), cx3)
+    def rate(region, page):
+        e = F.Experiment(**{**small, "page_size": page}, region=region, warmup=300, iters=3000)
+        assert F.bw_plan(e) == (300, 3300)
+        return F.simulate(e, cx3)
+    assert rate(8 << 20, 2 << 20) == pytest.approx(steady, rel=0.005)
+    assert rate(512 << 20, 4096) < 0.97 * rate(512 << 20, 2 << 20)
+    assert rate(512 << 20, 4096) == rate(512 << 20, 4096)     # same seed, same result
+
+
+@pytest.mark.parametrize("bad,key,want", [
+    ({"page_size": 65536}, "page_size", "4096 or 2097152"),
+    ({"qps": 3, "threads": 2}, "qps", "a multiple of threads"),
+])
+def test_impossible_probe_point_exits_2(capsys, tmp_path, bad, key, want):
+    f = _probe(tmp_path / "bad.jsonl", [{**_BW, "method": "throughput", "sweep": "threads",
+                                         "payload": 32, **bad}])
+    err = _run_err(capsys, [str(f), "--base", "cx3-qdr", "--out", str(tmp_path / "o.yaml"),
+                            "--report", str(tmp_path / "r")])
+    assert "bad.jsonl:3" in err and key in err and want in err

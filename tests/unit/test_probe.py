@@ -245,6 +245,13 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     assert max(m["payload"] for m in ud) == 4096  # a UD message fits one MTU
     qps = sorted(m["qps"] for m in [*run.measurements, *run.skips] if m["sweep"] == "qps")
     assert qps[-1] == 64 or len(qps) < 7
+    # every QP count of the qps sweep: a latency point (QPs taking turns) and a throughput one
+    by_n: dict = {}
+    for m in run.measurements:
+        if m["sweep"] == "qps":
+            by_n.setdefault(m["qps"], set()).add((m["method"], m["verb"], m["payload"]))
+    assert by_n and all(v == {("post_to_cqe", "READ", 32), ("throughput", "READ", 32)}
+                        for n, v in by_n.items() if n < max(by_n)), by_n
     assert {m["page_size"] for m in run.measurements if m["sweep"] == "pages"} == {4096, 2097152}
     assert run.end["points"] == len(run.measurements)
     ms = load_measurements([out])
