@@ -318,6 +318,9 @@ class Endpoint(Worker):
         handlers = self._recv_handlers
         while True:
             wcs = yield self.cq.wait()
+            burst = self._after_burst()
+            if burst is not None:
+                yield burst              # coroutines are not preempted (runtime doc)
             self.completions += len(wcs)
             for wc in wcs:
                 op = wc.opcode

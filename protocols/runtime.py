@@ -14,6 +14,11 @@ coroutine is a generator that yields the events of the worker's calls::
 
 Costs: ``compute`` and every post book the thread's core; resuming a coroutine costs the
 host's ``coroutine_switch``; polling costs what :mod:`rnicsim.verbs` charges.
+
+Scheduling: coroutines are not preempted. The event loop (which resumes coroutines whose
+completions arrived and runs RPC handlers) only runs when the running coroutine yields to
+wait for something; back-to-back ``compute`` calls of a coroutine are one CPU burst, and a
+completion or request arriving during it is handled when the burst ends.
 Only verbs, the clock and this runtime are used (never ``rnicsim.hw``).
 """
 from __future__ import annotations
@@ -47,6 +52,9 @@ class Worker:
         self._recv_handlers: dict[int, Callable[[WorkCompletion], None]] = {}
         self._errors: list[WorkCompletion] = []
         self.completions = 0
+        self._burst_gen = 0          # counts compute() calls (the latest burst's id)
+        self._burst_on = False       # a coroutine is in a CPU burst
+        self._burst_ev = None        # the event loop waiting for the burst to end
         self._loop = self.sim.process(self._poll_loop())
 
     # ------------------------------------------------------------------ resources
@@ -60,8 +68,34 @@ class Worker:
 
     # ------------------------------------------------------------------ calls
     def compute(self, ns: float):
-        """CPU work of ``ns`` nanoseconds on this worker's thread."""
-        return self.thread.compute(ns)
+        """CPU work of ``ns`` nanoseconds on this worker's thread.
+
+        A burst: the event loop waits until the calling coroutine has finished it and
+        yielded for something other than more CPU (see the module doc)."""
+        ev = self.thread.compute(ns)
+        self._burst_gen += 1
+        self._burst_on = True
+        # Runs after the coroutine has resumed at the end of its work (same time, later
+        # in the heap): if it started no further compute, the burst is over.
+        self.sim.call_at(self.sim.env._now + ev._delay, self._burst_check, self._burst_gen)
+        return ev
+
+    def _burst_check(self, gen: int) -> None:
+        if gen != self._burst_gen:
+            return                   # the burst went on with another compute()
+        self._burst_on = False
+        ev = self._burst_ev
+        if ev is not None:
+            self._burst_ev = None
+            ev.succeed()
+
+    def _after_burst(self):
+        """An event fired when the running coroutine's CPU burst ends (None if none)."""
+        if not self._burst_on:
+            return None
+        if self._burst_ev is None:
+            self._burst_ev = self.sim.env.event()
+        return self._burst_ev
 
     def post(self, qp: QueuePair, wrs: Sequence[WorkRequest], wait: bool = True):
         """Post ``wrs`` with one doorbell.
@@ -95,6 +129,9 @@ class Worker:
         sim = self.sim
         while True:
             wcs = yield self.cq.wait()
+            burst = self._after_burst()
+            if burst is not None:
+                yield burst
             self.completions += len(wcs)
             for wc in wcs:
                 if wc.opcode == RECV or wc.opcode == RECV_RDMA_WITH_IMM:

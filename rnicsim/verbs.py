@@ -23,7 +23,8 @@ read. WQE sizes follow the mlx5 layout: control 16 B, UD address 48 B, remote ad
 rounded up to 64-B basic blocks. A context
 has ``uar_dedicated`` doorbell registers; QPs beyond them are spread over ``uar_shared``
 registers, each guarded by a lock that serialises the posts of its QPs; taking it after
-another thread costs ``uar_lock`` (the lock's cache line moves between cores).
+another thread costs ``uar_lock`` (the lock's cache line moves between cores). With
+``blueflame_inline_only`` (libmlx4) only BlueFlame posts take the lock.
 """
 from __future__ import annotations
 
@@ -324,7 +325,10 @@ class QueuePair:
             blueflame = False
         mmio = h.mmio * (size // 64 if blueflame else 1)
         uar = self._uar
-        if uar.users > 1:
+        # libmlx5 takes a shared register's lock for every doorbell; libmlx4
+        # (blueflame_inline_only) only for BlueFlame copies: its plain doorbell is a single
+        # 32-bit store that needs no lock.
+        if uar.users > 1 and (blueflame or not p.blueflame_inline_only):
             # Shared doorbell register: posts from all its QPs go one at a time, and taking
             # the lock from another thread moves its cache line (uar_lock).
             if uar.last is None:

@@ -180,3 +180,44 @@ def test_send_waits_for_the_recv_descriptor():
             + ser(n.recv_wqe_size + pc.tlp_overhead, pc.rate) + pc.latency)
     # The CQE follows the payload write, which may only start once the descriptor is in.
     assert seen[1] >= desc + pc.latency
+
+
+def _post_cpu_on_shared_uar(profile, inline):
+    """CPU time [ns] two threads of one context spend posting 50 WRITEs each on two QPs
+    that share one doorbell register (no dedicated registers)."""
+    p = profile.with_overrides({"nic.uar_dedicated": 0, "nic.uar_shared": 1})
+    sim = Simulation(1)
+    cl = Cluster(sim, p, 2, 1)
+    th = [cl.nodes[0].thread(i) for i in range(2)]
+    ctx = Context(cl, 0, 0, th[0])
+    peer = Context(cl, 1, 0, cl.nodes[1].thread(0))
+    mr = peer.reg_mr(1 << 20)
+    qps = []
+    for t in th:
+        q = ctx.create_qp("RC", ctx.create_cq(t), thread=t)
+        q.connect(peer.create_qp("RC", peer.create_cq()))
+        qps.append(q)
+
+    def poster(q):
+        for _ in range(50):
+            yield q.post_send([WorkRequest(WRITE, 8, None, False, inline, None, 0, mr.rkey, 0)])
+
+    for q in qps:
+        sim.process(poster(q))
+    sim.run(until=1_000_000)
+    return sum(t.core.busy_ns for t in th)
+
+
+def test_libmlx4_locks_a_shared_doorbell_only_for_blueflame():
+    """Two threads alternating on a shared doorbell register pay ``uar_lock`` per post on
+    mlx5 (every doorbell) and on mlx4 for BlueFlame (inline) posts, but not for plain mlx4
+    doorbells, which libmlx4 rings without the lock."""
+    cx3, cx4 = load_profile("cx3-qdr"), load_profile("cx4-edr")
+    assert cx3.nic.blueflame_inline_only and not cx4.nic.blueflame_inline_only
+    h3 = cx3.host
+    plain3 = _post_cpu_on_shared_uar(cx3, False)
+    assert plain3 == pytest.approx(100 * (h3.wqe_build + h3.mmio))
+    bf3 = _post_cpu_on_shared_uar(cx3, True)
+    assert bf3 > 100 * (h3.wqe_build + h3.mmio) + 50 * h3.uar_lock
+    h4 = cx4.host
+    assert _post_cpu_on_shared_uar(cx4, False) > 100 * (h4.wqe_build + h4.mmio) + 50 * h4.uar_lock

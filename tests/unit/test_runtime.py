@@ -1,0 +1,43 @@
+"""protocols.runtime: coroutines are not preempted by the event loop."""
+from __future__ import annotations
+
+from protocols.runtime import Worker
+from rnicsim.cluster import Cluster
+from rnicsim.sim import Simulation
+from rnicsim.verbs import READ, WorkRequest
+
+
+def _resume_time(cx4, bursts):
+    """When coroutine B resumes after an 8-B READ issued at t=0 while coroutine A runs
+    ``bursts`` (a list of CPU chunks [ns], back to back) from t=0."""
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 2, 1)
+    w = Worker(cl, 0, 0)
+    peer = Worker(cl, 1, 0)
+    qp, pq = w.create_qp("RC"), peer.create_qp("RC")
+    qp.connect(pq)
+    mr = peer.ctx.reg_mr(4096)
+    out = {}
+
+    def a(w):
+        for ns in bursts:
+            yield w.compute(ns)
+        out["a_done"] = sim.now
+
+    def b(w):
+        yield w.post(qp, [WorkRequest(READ, 8, None, True, False, None, 0, mr.rkey, 0)])
+        out["b"] = sim.now
+
+    w.spawn(b)
+    w.spawn(a)
+    sim.run(until=200_000)
+    return out
+
+
+def test_completion_waits_for_the_running_burst(cx4):
+    """A READ completes in a few microseconds; with A computing 4 x 10 us back to back, B
+    resumes only after A's whole burst, not between its chunks."""
+    alone = _resume_time(cx4, [])["b"]
+    assert alone < 10_000
+    out = _resume_time(cx4, [10_000.0] * 4)
+    assert out["b"] >= out["a_done"] >= 40_000.0
