@@ -9,7 +9,11 @@ Covers
 Scenario
     ``customers_per_thread`` customers per thread, local to the coordinator;
     ``securities_per_node`` securities per machine, each account holding
-    ``holdings_per_account`` distinct securities drawn uniformly over all machines'.
+    ``holdings_per_account`` distinct securities drawn uniformly over all machines'
+    (10 by default: TPC-E's EGen draws an account's securities uniformly within
+    tier- and account-count-dependent ranges, ``iMin/iMaxSecuritiesPerAccountRange`` in
+    ``HoldingsAndTradesTable.h``, every one of which averages 10; the per-account spread
+    is not modelled).
     The remote reads are independent and go out together. CPU: ``logic`` + ``per_row`` x
     rows read [ns] (seed 000 gives no per-phase costs for TPC-E; assumed).
 """
@@ -30,7 +34,7 @@ class TpceSpec:
 
     customers_per_thread: int = 1000
     securities_per_node: int = 685
-    holdings_per_account: int = 2
+    holdings_per_account: int = 10
     logic: float = 1000.0
     per_row: float = 100.0
 

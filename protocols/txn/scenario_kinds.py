@@ -43,7 +43,7 @@ class TxnWorkload(BaseModel):
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
-    holdings_per_account: int = Field(2, ge=1)
+    holdings_per_account: int = Field(10, ge=1)   # TPC-E EGen mean (workloads/tpce.py)
     tpce_logic: Duration = 1000.0
     tpce_per_row: Duration = 100.0
 
