@@ -27,6 +27,10 @@ from .hw.pfc import EcnConfig, PfcConfig
 from .hw.switch import Switch
 
 
+# Fabric-wide congestion counters a measured window reports (see Fabric.pfc_stats).
+PFC_COUNTERS = ("pause_frames", "pause_time_us", "headroom_overflow", "ecn_marks", "cnps")
+
+
 class Fabric:
     """Links, switches and routes of one cluster."""
 
@@ -183,3 +187,16 @@ class Fabric:
         return {"pause_frames": frames, "pause_time_us": paused / 1e3,
                 "headroom_overflow": over, "ecn_marks": marks, "cnps": cnps,
                 "cnps_received": cnpr, "links": per}
+
+    def pfc_window(self, sim, start: float):
+        """Count the :data:`PFC_COUNTERS` from ``start`` [ns] on (a measured window).
+
+        Returns a function that, called at the end of the window, gives each counter's
+        increase since ``start`` (floats; ``pause_time_us`` in microseconds)."""
+        snap: dict = {}
+        sim.call_at(start, lambda: snap.update(self.pfc_stats()))
+
+        def since() -> dict[str, float]:
+            st = self.pfc_stats()
+            return {k: float(st[k] - snap.get(k, 0)) for k in PFC_COUNTERS}
+        return since

@@ -36,7 +36,6 @@ from rnicsim.sim import Simulation
 from rnicsim.verbs import WRITE, Context, WorkRequest
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-_COUNTERS = ("pause_frames", "pause_time_us", "headroom_overflow", "ecn_marks", "cnps")
 
 
 class IncastWorkload(BaseModel):
@@ -122,21 +121,18 @@ def _run(sc, profile, with_incast: bool) -> dict[str, float]:
             qp.post_send([wr() for _ in wcs], event=False)
 
     warm, meas = sc.run.warmup, sc.run.measure
-    snap = {}
     sim.measure(warm, meas)
-    sim.call_at(warm, lambda: snap.update(cl.fabric.pfc_stats()))
+    pfc = cl.fabric.pfc_window(sim, warm)
     if with_incast:
         for s in senders:
             sim.process(flow(s, tgt, w.payload, w.outstanding, False))
     sim.process(flow(vs, vd, w.victim_payload, 1, True))
     cl.setup_done()
     sim.run(until=warm + meas)
-    st = cl.fabric.pfc_stats()
     h = lat.summary()
     out = {"victim_lat_us": h["mean"] / 1e3, "victim_lat_p99_us": h["p99"] / 1e3,
            "incast_gbps": delivered[0] * 8 / meas}
-    for k in _COUNTERS:
-        out[k] = float(st[k] - snap.get(k, 0))
+    out.update(pfc())
     return out
 
 

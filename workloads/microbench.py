@@ -465,10 +465,14 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
                       cores=sc.cluster.cores, topology=sc.cluster.topology.model_dump())
     mb = Microbench(sim, cluster, spec)
     sim.measure(warmup, measure)
+    # RoCE: the window's PFC/ECN counters (pause_frames, pause_time_us, ...) as metrics.
+    pfc = cluster.fabric.pfc_window(sim, warmup) if profile.link.kind == "roce" else None
     mb.start()
     sim.run(until=warmup + measure)
     out = mb.results(measure)
     out["measure_us"] = measure / 1e3
+    if pfc is not None:
+        out.update(pfc())
     return out
 
 

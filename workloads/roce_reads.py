@@ -487,9 +487,13 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
                       cores=sc.cluster.cores, topology=sc.cluster.topology.model_dump())
     rr = RemoteReads(sim, cluster, _spec(sc.workload))
     sim.measure(sc.run.warmup, sc.run.measure)
+    pfc = cluster.fabric.pfc_window(sim, sc.run.warmup) if profile.link.kind == "roce" else None
     rr.start()
     sim.run(until=sc.run.warmup + sc.run.measure)
-    return rr.results(sc.run.measure)
+    out = rr.results(sc.run.measure)
+    if pfc is not None:
+        out.update(pfc())      # the window's PFC/ECN counters
+    return out
 
 
 # --------------------------------------------------------------------------- scenario kind
