@@ -364,6 +364,18 @@ class QueuePair:
         self.ctx._nic.post_recv(self._hw, list(wrs))
         return self.sim.env.timeout(t - now) if event else None
 
+    @property
+    def priority(self) -> int:
+        """The priority (traffic class 0-7) this QP's messages carry; on RoCE, PFC pauses
+        and lossless buffers are per priority. Default 3 (RDMA's usual lossless class)."""
+        return self._hw.prio
+
+    @priority.setter
+    def priority(self, prio: int) -> None:
+        if not isinstance(prio, int) or not 0 <= prio <= 7:
+            raise ValueError(f"priority: an integer 0..7, got {prio!r}")
+        self._hw.prio = prio
+
     def on_error(self, callback) -> None:
         """Call ``callback(qp)`` when this QP breaks (peer failure, remote access error)."""
         self._hw.on_error = lambda _hw: callback(self)

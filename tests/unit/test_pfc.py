@@ -166,3 +166,23 @@ def test_roce_microbench_reports_the_window_pfc_counters():
     assert m["headroom_overflow"] == 0
     raw["cluster"]["nic"]["profile"] = "cx4-edr"
     assert "pause_frames" not in run_point(resolve(raw, "test"))
+
+
+def test_qp_priority_through_verbs():
+    """A QP's priority is set through verbs (0-7) and is what its messages carry."""
+    import pytest
+
+    from rnicsim.cluster import Cluster
+    from rnicsim.profile import load_profile
+    from rnicsim.sim import Simulation
+    from rnicsim.verbs import Context
+
+    sim = Simulation(1)
+    cl = Cluster(sim, load_profile("cx3-roce-10g"), 2, 1)
+    ctx = Context(cl, 0, 0, cl.nodes[0].thread(0))
+    qp = ctx.create_qp("RC", ctx.create_cq())
+    assert qp.priority == 3
+    qp.priority = 5
+    assert qp.priority == 5 and qp._hw.prio == 5
+    with pytest.raises(ValueError):
+        qp.priority = 8
