@@ -16,30 +16,36 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from array import array
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import Any, Callable, Iterable
 
 import numpy as np
 import simpy
-from simpy.events import Event
+from simpy.core import StopSimulation
+from simpy.events import URGENT, Event, EventPriority
 
 
-class _Call(Event):
-    """A scheduled callback: the cheapest thing the SimPy heap can hold."""
+def _fire_call(ev: "_Call") -> None:
+    ev.fn(*ev.args)
 
-    __slots__ = ("fn", "args")
 
-    def __init__(self, env: simpy.Environment, fn: Callable[..., Any], args: tuple) -> None:
-        # Event.__init__ is inlined (as SimPy's own Timeout does) for speed.
-        self.env = env
-        self.callbacks = [self._fire]
-        self._value = None
-        self._ok = True
+_CALL_CALLBACKS = [_fire_call]   # shared and never mutated: SimPy only replaces the attribute
+
+
+class _Call:
+    """A scheduled callback: the cheapest thing the SimPy heap can hold.
+
+    :meth:`Simulation.run` calls ``fn(*args)`` directly. The ``callbacks``/``_ok`` pair
+    lets SimPy's own ``Environment.step`` process it as an event too.
+    """
+
+    __slots__ = ("fn", "args", "callbacks", "_ok")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple) -> None:
         self.fn = fn
         self.args = args
-
-    def _fire(self, _ev: Event) -> None:
-        self.fn(*self.args)
+        self.callbacks = _CALL_CALLBACKS
+        self._ok = True
 
 
 class Histogram:
@@ -147,13 +153,11 @@ class Simulation:
 
     def call_at(self, t: float, fn: Callable[..., Any], *args: Any) -> None:
         """Call ``fn(*args)`` at absolute time ``t`` [ns] (>= now)."""
-        ev = _Call(self.env, fn, args)
-        heappush(self._queue, (t, 1, next(self._eid), ev))
+        heappush(self._queue, (t, 1, next(self._eid), _Call(fn, args)))
 
     def call_in(self, delay: float, fn: Callable[..., Any], *args: Any) -> None:
         """Call ``fn(*args)`` after ``delay`` [ns]."""
-        ev = _Call(self.env, fn, args)
-        heappush(self._queue, (self.env._now + delay, 1, next(self._eid), ev))
+        heappush(self._queue, (self.env._now + delay, 1, next(self._eid), _Call(fn, args)))
 
     def timeout(self, delay: float, value: Any = None) -> simpy.events.Timeout:
         """A SimPy timeout for software processes."""
@@ -187,9 +191,59 @@ class Simulation:
     def _set_measuring(self, on: bool) -> None:
         self.measuring = on
 
-    def run(self, until: float | None = None) -> None:
-        """Run until time ``until`` [ns] (or until no events remain)."""
-        self.env.run(until=until)
+    def run(self, until: float | Event | None = None) -> Any:
+        """Run until time ``until`` [ns], until the event ``until`` is processed (returning
+        its value), or until no events remain.
+
+        Same semantics and event order as SimPy's ``Environment.run``; scheduled hardware
+        callbacks are dispatched directly rather than through ``Environment.step``.
+        """
+        env = self.env
+        if until is not None:
+            if not isinstance(until, Event):
+                at = float(until)
+                if at <= env._now:
+                    raise ValueError(f"until ({at}) must be greater than the current "
+                                     "simulation time")
+                until = Event(env)
+                until._ok = True
+                until._value = None
+                env.schedule(until, URGENT, at - env._now)
+            elif until.callbacks is None:
+                return until.value
+            until.callbacks.append(StopSimulation.callback)
+        queue = self._queue
+        pop = heappop
+        call = _Call
+        try:
+            while True:
+                try:
+                    now, _, _, ev = pop(queue)
+                except IndexError:
+                    break
+                env._now = now
+                if ev.__class__ is call:
+                    ev.fn(*ev.args)
+                    continue
+                # Any other SimPy event: exactly Environment.step.
+                callbacks, ev.callbacks = ev.callbacks, None
+                try:
+                    for cb in callbacks:
+                        cb(ev)
+                except StopSimulation:
+                    ev.callbacks = callbacks[callbacks.index(cb) + 1:]
+                    env.schedule(ev, EventPriority(-1))
+                    raise
+                if not ev._ok and not hasattr(ev, "_defused"):
+                    exc = type(ev._value)(*ev._value.args)
+                    exc.__cause__ = ev._value
+                    raise exc
+        except StopSimulation as exc:
+            return exc.args[0]
+        if until is not None:
+            raise RuntimeError(f'No scheduled events left but "until" event was not '
+                               f"triggered: {until}")
+        return None
 
     # Convenience recorders (no-ops outside the measured window).
     def add(self, name: str, amount: float = 1) -> None:

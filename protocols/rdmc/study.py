@@ -171,7 +171,7 @@ def run_multicast(n: int, size: int, algorithm: str = "binomial-pipeline",
     next_msg()
     wall = time.perf_counter()
     try:
-        sim.env.run(until=finished)
+        sim.run(until=finished)
     except RuntimeError:
         pass                       # nothing left to simulate: a stuck or failed group
     wall = time.perf_counter() - wall

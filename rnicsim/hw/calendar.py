@@ -33,11 +33,14 @@ class Calendar:
         """End of the last booked interval (0 when idle)."""
         return self.ends[-1] if self.ends else 0.0
 
-    def reserve(self, t: float, dur: float) -> float:
-        """Book ``dur`` [ns] starting no earlier than ``t``; return the start time."""
+    def reserve(self, t: float, dur: float, limit: float = float("inf")) -> float:
+        """Book ``dur`` [ns] starting no earlier than ``t``; return the start time.
+
+        When the first gap that fits starts after ``limit`` [ns], nothing is booked and
+        -1.0 is returned (for :meth:`reserve_packet`).
+        """
         starts, ends = self.starts, self.ends
         n = len(ends)
-        self.busy_ns += dur
         if n > self._prune_at and self.env is not None:
             # Keep memory bounded on long runs (the list only needs the future).
             self.prune(self.env._now)
@@ -45,6 +48,7 @@ class Calendar:
             self._prune_at = max(64, 2 * n)
         if n == 0 or t >= ends[-1]:
             # Fast path: after everything booked so far.
+            self.busy_ns += dur
             if n and t == ends[-1]:
                 ends[-1] = t + dur
             else:
@@ -57,6 +61,9 @@ class Calendar:
             if ends[i] > cand:
                 cand = ends[i]
             i += 1
+        if cand > limit:
+            return -1.0
+        self.busy_ns += dur
         end = cand + dur
         # Insert [cand, end) before index i, merging with touching neighbours.
         if i > 0 and ends[i - 1] >= cand:
@@ -95,8 +102,9 @@ class Calendar:
         booked: the bulk transfer is stretched by a packet, which this calendar does not
         move (already scheduled arrivals stay valid); the overlap is at most one packet.
         """
-        if self.start_if_booked(t, dur) <= t + quantum:
-            return self.reserve(t, dur)
+        start = self.reserve(t, dur, t + quantum)
+        if start >= 0.0:
+            return start
         self.busy_ns += dur
         return t + quantum
 
