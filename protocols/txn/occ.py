@@ -55,7 +55,7 @@ from typing import Any, Callable
 from rnicsim.verbs import CAS, READ, WRITE, WorkRequest
 
 from ..rpc import Endpoint, RpcConfig, Waiter
-from .store import HEADER, Store, pack_u64, parse_header, parse_record
+from .store import BUCKET, HEADER, Store, pack_u64, parse_header, parse_record
 
 MODES = ("one_sided", "two_sided", "hybrid")
 TWO = ("one_sided", "two_sided")
@@ -409,7 +409,7 @@ class OccSystem:
         if two_step:
             # One-sided without a cached location: READ the index bucket first.
             for r in two_step:
-                wr = WorkRequest(READ, 64, r, True, False, ep.scratch, 0,
+                wr = WorkRequest(READ, BUCKET, r, True, False, ep.scratch, 0,
                                  store.rkeys[r.node], store.bucket_offset(r.table, r.slot))
                 posts.append((ep.rc_qp(r.node), [wr]))
         self._post_reads(tx, one, posts, lock_now)

@@ -14,8 +14,10 @@ Scope
     - Placement: a table's ``place(key) -> (node, slot)`` (given by the workload) names
       the primary; the backups of node ``p`` are ``(p + 1) mod N`` ... ``(p + r) mod N``
       (DrTM+H's static mapping; ``r = min(rep_factor, N - 1)``).
-    - Hash index: DrTM-KV cluster chaining, 4 slots per 64-byte bucket node. A one-sided
-      lookup READs the bucket node (one extra round trip); the offset of the record it
+    - Hash index: DrTM-KV cluster chaining as in DrTM+H's ``ClusterHash``: one bucket
+      node per expected key (``logical_num_ = expected_data``), each holding 4 keys and 4
+      cache-line-aligned 64-B ``MemNode`` entries, 384 B in all. A one-sided lookup READs
+      the whole bucket node (one extra round trip of 384 B); the offset of the record it
       yields is computed here from the slot (the bucket content is not materialised).
     - Location cache (:class:`LocationCache`): per machine; ``warm`` models DrTM+H's cache
       filled by traversing the remote index before the run (every lookup hits).
@@ -34,7 +36,10 @@ from typing import Callable
 
 from rnicsim.verbs import Context
 
-BUCKET = 64           # bytes of one index bucket node (4 keys + 4 entries, compacted)
+# Bytes of one index bucket node: DrTM+H src/memstore/cluster_chaining.hpp HeaderNode =
+# 4 x 8-B keys, 4 x MemNode (64 B each, aligned to the cache line, memstore.h) and an int32
+# next index, laid out as 64 (keys, padded) + 256 + 64 (next, padded) B.
+BUCKET = 384
 SLOTS_PER_BUCKET = 4
 HEADER = 16           # lock + version
 _U64 = struct.Struct("<Q")
@@ -110,7 +115,7 @@ class Store:
         self.backup_base: dict[tuple[int, int], int] = {}
         self.buckets: dict[int, int] = {}
         for t in tables:
-            nb = max(1, -(-t.slots_per_node // SLOTS_PER_BUCKET))
+            nb = max(1, t.slots_per_node)    # one bucket node per expected key
             self.buckets[t.id] = nb
             self.index_base[t.id] = off
             off += nb * BUCKET
