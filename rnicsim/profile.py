@@ -189,6 +189,7 @@ class NicSection(BaseModel):
     per_packet: TimeP               # PU time per extra MTU packet of a message [ns]
     cqe_size: SizeP                 # bytes of one CQE written to the host [B]
     recv_wqe_size: SizeP            # bytes of one RECV descriptor the NIC DMA-reads [B]
+    recv_prefetch: CountP           # RECV descriptors per QP the NIC reads ahead of use
     blueflame_size: SizeP           # largest WQE the CPU can push with the doorbell [B]
     blueflame_inline_only: FlagP    # the driver pushes only inline WQEs (libmlx4); others
                                     # ring a doorbell and the NIC fetches the WQE by DMA

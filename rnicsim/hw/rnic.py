@@ -28,10 +28,12 @@ Scope
     - Transports: RC (responses/ACKs, in-order completion, a dead peer breaks the QP after
       the retry timeout and flushes it), UC (no ACKs), UD (one packet of at most the MTU;
       dropped when no RECV is posted).
-    - Receive queue: the NIC DMA-reads the descriptors of each ``post_recv`` batch
-      (``recv_wqe_size`` each, one read per batch); a SEND's payload is placed only once
-      the descriptor of the RECV it consumes is on the NIC. Every received SEND thus costs
-      PCIe read bandwidth that a WRITE does not.
+    - Receive queue: the NIC keeps up to ``recv_prefetch`` posted RECV descriptors per QP
+      on board, reading them from host memory (``recv_wqe_size`` each, one DMA read per
+      fetch) when RECVs are posted and again whenever consumption leaves half of that or
+      less; a SEND's payload is placed only once the descriptor of the RECV it consumes is
+      on the NIC. Every received SEND thus costs PCIe read bandwidth that a WRITE does not,
+      and a deep receive queue posted at once is not read all at once.
 
 Ports
     ``pcie`` (:class:`~rnicsim.hw.pcie.Pcie`), ``egress`` (first :class:`LinkDir` of every
@@ -416,6 +418,7 @@ class Rnic:
                 return
             recv = qp.recvs.popleft()
             desc = qp.recv_at.popleft()
+            self._fetch_recvs(qp, now)
             if desc > head:
                 head = desc     # the scatter address comes with the RECV descriptor
             if desc > t:
@@ -446,6 +449,7 @@ class Rnic:
                 if qp.recvs:
                     recv = qp.recvs.popleft()
                     desc = qp.recv_at.popleft()
+                    self._fetch_recvs(qp, now)
                     if desc > t_vis:
                         t_vis = desc
                     wc = WorkCompletion(recv.wr_id, SUCCESS, RECV_RDMA_WITH_IMM, length, qp.qpn,
@@ -671,9 +675,20 @@ class Rnic:
         # The NIC reads the new descriptors from the receive queue in host memory with one
         # DMA read per post (they are contiguous in the ring); a SEND that consumes a RECV
         # cannot place its payload before that RECV's descriptor is on the NIC.
-        t = self.pcie.dma_read(self.sim.env._now, len(wrs) * self.p.recv_wqe_size)
         qp.recvs.extend(wrs)
-        qp.recv_at.extend([t] * len(wrs))
+        self._fetch_recvs(qp, self.sim.env._now)
+
+    def _fetch_recvs(self, qp: QpHw, t: float) -> None:
+        """Read posted RECV descriptors ahead of use (from time ``t``) up to the prefetch
+        depth, once at most half of it is left on the NIC: one DMA read per fetch."""
+        have = len(qp.recv_at)
+        depth = self.p.recv_prefetch
+        if 2 * have > depth:
+            return
+        k = min(len(qp.recvs) - have, depth - have)
+        if k > 0:
+            r = self.pcie.dma_read(t, k * self.p.recv_wqe_size)
+            qp.recv_at.extend([r] * k)
 
     # ----------------------------------------------------------------- failures
     def _rc_timeout(self, qp: QpHw) -> None:

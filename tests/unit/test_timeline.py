@@ -152,6 +152,35 @@ def test_recv_descriptors_are_read_over_pcie_once_per_post():
     assert pcie.bytes_down - down0 == 8 * p.nic.recv_wqe_size + p.pcie.tlp_overhead
 
 
+def test_a_deep_receive_queue_is_read_only_ahead_of_use():
+    """Posting 100 RECVs at once makes the NIC read only ``recv_prefetch`` (16) descriptors;
+    once consumption leaves half of them (8 SENDs later) it reads the next 8 in one DMA
+    read, and a ninth SEND triggers nothing (15 left, above half)."""
+    from rnicsim.verbs import RECV, SEND
+
+    p = load_profile("cx4-edr")
+    pc, depth, size = p.pcie, p.nic.recv_prefetch, p.nic.recv_wqe_size
+    assert depth == 16
+    sim, cl, a, b, cq = _send_pair(p)
+    nic = cl.nodes[1].nics[0]
+    down0 = nic.pcie.bytes_down
+    b.post_recv([WorkRequest(RECV, 64) for _ in range(100)], event=False)
+    assert nic.pcie.bytes_down - down0 == depth * size + pc.tlp_overhead
+
+    def proc():
+        for _ in range(9):
+            a.post_send([WorkRequest(SEND, 8, "s", True, True)])
+            yield cq[1].wait()
+            yield sim.timeout(10_000)
+
+    sim.process(proc())
+    sim.run()
+    # Besides descriptors, the receiver's NIC read only its QP context (one miss).
+    other = nic.counters["qpc_miss"] * (p.nic.qp_context_size + pc.tlp_overhead)
+    assert nic.counters["mtt_miss"] == 0
+    assert nic.pcie.bytes_down - down0 - other == (depth + 8) * size + 2 * pc.tlp_overhead
+
+
 def test_send_waits_for_the_recv_descriptor():
     """A SEND arriving right after its RECV was posted cannot complete on the receiver before
     that RECV's descriptor has crossed PCIe (request up, memory, completion down).
