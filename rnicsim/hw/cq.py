@@ -4,7 +4,8 @@ Scope: the NIC pushes a completion with the time it becomes visible in host memo
 thread either takes what is visible now (``take``) or waits (``wait``). A waiting thread
 notices a completion after ``poll_detect`` (busy polling) or ``interrupt_latency``
 (interrupt mode) and then pays CPU for the poll call, each CQE and, with interrupts, the
-interrupt and wake-up. Several completions visible at once are taken by one wake-up.
+interrupt and wake-up (``interrupt_cpu``) plus re-arming the CQ for the next event
+(``ibv_req_notify_cq``: one ``mmio`` doorbell store). Several completions visible at once are taken by one wake-up.
 On a core with CPU hogs the thread notices the completion later, as
 :meth:`~rnicsim.hw.host.CpuThread.wake_at` says (its next slice, or a wake-up preemption).
 One scheduled event per wake-up: the waiting thread is idle, so its core is free from the
@@ -120,6 +121,9 @@ class Cq:
         h = self.host
         cpu = h.poll_cq + len(wcs) * h.cqe_handle
         if self.mode == "interrupt":
-            cpu += h.interrupt_cpu
+            # The handler and wake-up, then ibv_req_notify_cq re-arms the CQ for the next
+            # event before the poll: libmlx4 mlx4_arm_cq writes the arm doorbell record and
+            # rings the CQ doorbell with one MMIO store (mlx5_arm_cq likewise).
+            cpu += h.interrupt_cpu + h.mmio
         thread.reserve(self.sim.env._now, cpu)
         ev._value = wcs

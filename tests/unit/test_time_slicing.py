@@ -94,7 +94,7 @@ def test_interrupt_wakes_the_sleeping_thread_after_the_wakeup_latency():
     assert got == [pytest.approx(woke, rel=1e-12)]
     # The woken thread keeps the core for its work: no hog slice is skipped.
     assert th.core.busy_until == pytest.approx(
-        woke + host.poll_cq + host.cqe_handle + host.interrupt_cpu, rel=1e-12)
+        woke + host.poll_cq + host.cqe_handle + host.interrupt_cpu + host.mmio, rel=1e-12)
 
 
 def test_cpu_work_of_a_poller_is_split_around_hog_slices():
