@@ -253,8 +253,9 @@ class HostSection(BaseModel):
     interrupt_cpu: TimeP            # CPU time of an interrupt + wakeup [ns]
     sched_quantum: TimeP            # time slice of each of two CPU-bound tasks sharing a
                                     # core (CFS sched_slice) [ns]; used with CPU hogs
-    wakeup_latency: TimeP           # wake-up to running when a woken thread preempts a
-                                    # running CPU hog (wake-up preemption, switch) [ns]
+    wakeup_latency: TimeP           # what preempting a running CPU hog adds to a woken
+                                    # thread's interrupt path (the switch itself is in
+                                    # interrupt_cpu) [ns]
 
 
 class ProfileModel(BaseModel):

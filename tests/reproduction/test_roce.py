@@ -26,6 +26,7 @@ HOLDS = {
     ("fig2_throughput", "E6", "READ p90 <= 34 us"),
     ("fig2_throughput", "E6", "WRITE/SEND-Poll p90 ~45 us"),
     ("fig2_throughput", "E6", "READ p90 ~830 us"),
+    ("fig3_latency_cpu_contention", "E7", "small payloads: READ latency no longer depends"),
     ("fig3_latency_cpu_contention", "E7", "local-CPU verb (READ-Intr)"),
     ("fig3_latency_cpu_contention", "E7", "local-CPU verb (READ-Poll)"),
     ("fig4_throughput_cpu_contention", "E7", "READ-Intr above WRITE/SEND-Poll"),
