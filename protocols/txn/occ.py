@@ -264,19 +264,24 @@ class OccSystem:
             self._register(ep)
 
     # ================================================================ coroutines
-    def start(self, workload, coroutines: int) -> None:
-        """Run ``coroutines`` transaction coroutines on every worker thread."""
+    def start(self, workload, coroutines: int, stagger_ns: float = 0.0) -> None:
+        """Run ``coroutines`` transaction coroutines on every worker thread; each starts
+        after a random delay in ``[0, stagger_ns)`` (0: all at once)."""
         for (node, i), co in self.coords.items():
             for c in range(coroutines):
-                co.ep.spawn(self._coroutine, co, c, workload)
+                co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
 
     def stop(self) -> None:
         """Start no new transaction (running ones finish)."""
         self._stopped = True
 
-    def _coroutine(self, ep: Endpoint, co: Coordinator, c: int, workload):
+    def _coroutine(self, ep: Endpoint, co: Coordinator, c: int, workload,
+                   stagger_ns: float = 0.0):
         sim = self.sim
         rng = sim.rng(f"txn/n{ep.node}/t{ep.index}/c{c}")
+        if stagger_ns > 0:
+            yield sim.timeout(float(sim.rng(f"txn-start/n{ep.node}/t{ep.index}/c{c}").random())
+                              * stagger_ns)
         owner = (ep.node << 16) | (ep.index << 10) | (c + 1)
         st = self.stats
         while not self._stopped:

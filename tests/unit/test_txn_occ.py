@@ -110,3 +110,22 @@ def test_scenario_history_option_writes_checkable_histories(tmp_path):
         assert h.check().serializable
     run_scenario(load_scenario(f, ["run.size=smoke"]), tmp_path, progress=False)
     assert not (tmp_path / "points").exists()
+
+
+def test_staggered_start_spreads_the_coroutines(cx4):
+    """``start(..., stagger_ns)`` starts each coroutine at a random time in [0, stagger):
+    in the first 50 us of a 400 us stagger most of 4 coroutines have not started, so
+    far fewer transactions commit than when all start at once."""
+    def commits(stagger):
+        wl = _Counter()
+        hist = History()
+        b = build(cx4, 3, 1, wl, preset("drtmh"), 4, history=hist)
+        for key in [(1, 0), (2, 0)]:
+            b.occ.coords.pop(key)
+        b.occ.start(wl, 4, stagger)
+        b.sim.run(until=50_000.0)
+        return len(hist)
+
+    together, spread = commits(0.0), commits(400_000.0)
+    assert together > 0
+    assert spread < together / 2
