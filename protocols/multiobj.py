@@ -298,7 +298,10 @@ class MultiObjBench:
                         credits.pending += per_step
                     for m in targets[s:s + per_step]:
                         ep.call(m, H_OBJECT, txn, req, reply=False)
-                    yield ep.compute(switch)   # back to the event loop, then resumed
+                    # Back to the event loop (a real yield: the thread is free for the
+                    # loop and the other coroutines), then resumed after a switch.
+                    ep.thread.reserve(sim.env._now, switch)
+                    yield sim.timeout(0)
                 continue                       # done when the handlers consumed it all
             for s in range(0, w.objects, per_step):
                 wt = Waiter(ep)

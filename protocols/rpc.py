@@ -105,10 +105,10 @@ class Waiter:
             ep.sim.env.schedule(ev, delay=end - now)
 
     def arm(self):
-        """The event to yield; fires at once (after a switch) when nothing is pending."""
+        """The event to yield. With nothing pending the coroutine does not wait: the event
+        is a zero-CPU step of its burst (it keeps the thread, no switch)."""
         if self.remaining == 0:
-            self.remaining = 1
-            self._done_one()
+            return self.ep.compute(0.0)
         return self.event
 
 

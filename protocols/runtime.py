@@ -15,14 +15,21 @@ coroutine is a generator that yields the events of the worker's calls::
 Costs: ``compute`` and every post book the thread's core; resuming a coroutine costs the
 host's ``coroutine_switch``; polling costs what :mod:`rnicsim.verbs` charges.
 
-Scheduling: coroutines are not preempted. The event loop (which resumes coroutines whose
-completions arrived and runs RPC handlers) only runs when the running coroutine yields to
-wait for something; back-to-back ``compute`` calls of a coroutine are one CPU burst, and a
-completion or request arriving during it is handled when the burst ends.
+Scheduling: coroutines are not preempted, and one coroutine runs at a time. A coroutine
+holds the thread from the moment it resumes until it yields to wait for something other
+than its own ``compute`` (a completion, a reply, a timeout): back-to-back ``compute``
+calls are one CPU burst. The event loop (which handles completions and runs RPC handlers)
+only runs when no coroutine holds the thread, so a completion or request arriving during a
+burst is handled when the burst ends. Coroutines made ready meanwhile (their completions
+arrived, a timeout fired) wait in a FIFO run queue and resume one after another, each
+after the previous one has yielded, as DrTM+H's and FaSST's schedulers switch to the next
+ready coroutine only when the running one yields: two ready coroutines never interleave
+their CPU.
 Only verbs, the clock and this runtime are used (never ``rnicsim.hw``).
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable, Generator, Sequence
 
 from rnicsim.verbs import RECV, RECV_RDMA_WITH_IMM, Context, QueuePair, WorkCompletion, WorkRequest
@@ -52,9 +59,10 @@ class Worker:
         self._recv_handlers: dict[int, Callable[[WorkCompletion], None]] = {}
         self._errors: list[WorkCompletion] = []
         self.completions = 0
-        self._burst_gen = 0          # counts compute() calls (the latest burst's id)
-        self._burst_on = False       # a coroutine is in a CPU burst
-        self._burst_ev = None        # the event loop waiting for the burst to end
+        self._owner = None           # the coroutine (driver) holding the thread, if any
+        self._runq: deque = deque()  # [driver, event] of coroutines waiting for the thread
+        self._last_cpu = None        # the event of the latest compute() (a burst goes on)
+        self._burst_ev = None        # the event loop waiting for the thread to be free
         self._loop = self.sim.process(self._poll_loop())
 
     # ------------------------------------------------------------------ resources
@@ -64,34 +72,79 @@ class Worker:
 
     def spawn(self, fn: Callable[..., Generator], *args):
         """Start coroutine ``fn(self, *args)``; returns its SimPy process."""
-        return self.sim.process(fn(self, *args))
+        return self.sim.process(self._drive(fn(self, *args)))
+
+    def _drive(self, gen: Generator):
+        """Run coroutine ``gen`` under the scheduler (module doc): it holds the thread
+        while it runs and through its ``compute`` bursts, and gives it up at any other
+        yield; when that event fires it waits in the run queue for the thread."""
+        me = object()
+        yield from self._acquire(me)
+        val = None
+        exc = None
+        while True:
+            try:
+                ev = gen.throw(exc) if exc is not None else gen.send(val)
+            except StopIteration as stop:
+                self._release(me)
+                return stop.value
+            except BaseException:
+                self._release(me)
+                raise
+            exc = None
+            if ev is self._last_cpu:
+                val = yield ev           # the burst goes on: keep the thread
+                continue
+            self._release(me)
+            try:
+                val = yield ev
+            except Exception as e:       # a failed event: raise it inside the coroutine
+                val, exc = None, e
+            yield from self._acquire(me)
+
+    def _acquire(self, me):
+        if self._owner is None:
+            self._owner = me
+            return
+        ev = self.sim.env.event()
+        self._runq.append((me, ev))
+        yield ev                         # granted: _owner is already ``me``
+
+    def _release(self, me) -> None:
+        if self._owner is not me:
+            return
+        self._owner = None
+        loop = self._burst_ev
+        if loop is not None:
+            self._burst_ev = None
+            loop.succeed()
+        if self._runq:
+            if loop is not None:
+                # The event loop polls first (it resumes at this instant, before this call).
+                self.sim.call_at(self.sim.env._now, self._grant)
+            else:
+                self._grant()
+
+    def _grant(self) -> None:
+        if self._owner is not None or not self._runq:
+            return
+        me, ev = self._runq.popleft()
+        self._owner = me
+        ev.succeed()
 
     # ------------------------------------------------------------------ calls
     def compute(self, ns: float):
         """CPU work of ``ns`` nanoseconds on this worker's thread.
 
-        A burst: the event loop waits until the calling coroutine has finished it and
-        yielded for something other than more CPU (see the module doc)."""
+        Back-to-back calls of a coroutine are one burst, during which it keeps the thread
+        (see the module doc)."""
         ev = self.thread.compute(ns)
-        self._burst_gen += 1
-        self._burst_on = True
-        # Runs after the coroutine has resumed at the end of its work (same time, later
-        # in the heap): if it started no further compute, the burst is over.
-        self.sim.call_at(self.sim.env._now + ev._delay, self._burst_check, self._burst_gen)
+        self._last_cpu = ev
         return ev
 
-    def _burst_check(self, gen: int) -> None:
-        if gen != self._burst_gen:
-            return                   # the burst went on with another compute()
-        self._burst_on = False
-        ev = self._burst_ev
-        if ev is not None:
-            self._burst_ev = None
-            ev.succeed()
-
     def _after_burst(self):
-        """An event fired when the running coroutine's CPU burst ends (None if none)."""
-        if not self._burst_on:
+        """An event fired when no coroutine holds the thread any more (None if none does)."""
+        if self._owner is None:
             return None
         if self._burst_ev is None:
             self._burst_ev = self.sim.env.event()

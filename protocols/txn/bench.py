@@ -77,7 +77,12 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     every started one has finished (for checks on the final state).
     """
     sim = b.sim
-    b.occ.start(b.workload, b.coroutines)
+    # Coroutines start spread over one CPU-bound transaction latency: started together,
+    # a CPU-bound thread's coroutines stay in lockstep for many transactions and the
+    # throughput oscillates with the period of a transaction (see stretch_window).
+    est = getattr(b.workload, "cpu_estimate_ns", None)
+    stagger = b.coroutines * est() if est is not None and b.coroutines > 1 else 0.0
+    b.occ.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
     sim.run(until=warmup_ns + measure_ns)
     end = sim.now

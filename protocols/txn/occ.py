@@ -116,7 +116,7 @@ class Abort(Exception):
 
 class _Rec:
     __slots__ = ("table", "key", "node", "slot", "version", "value", "locked", "new",
-                 "unit", "for_update")
+                 "unit", "for_update", "pending")
 
     def __init__(self, table: int, key, node: int, slot: int) -> None:
         self.table = table
@@ -129,6 +129,7 @@ class _Rec:
         self.new: bytes | None = None
         self.unit = 0
         self.for_update = False
+        self.pending: list | None = None   # a prefetch whose reply is not parsed yet
 
 
 @dataclass
@@ -158,7 +159,7 @@ class Txn:
     """The API a workload's transaction body sees (one attempt)."""
 
     __slots__ = ("co", "ep", "occ", "spec", "recs", "units", "inserted", "read_only",
-                 "phases", "owner", "delta", "local", "rts")
+                 "phases", "owner", "delta", "local", "rts", "pending")
 
     def __init__(self, co: "Coordinator", spec: TxnSpec) -> None:
         self.co = co
@@ -174,6 +175,7 @@ class Txn:
         self.delta = 0          # money the transaction adds (SmallBank conservation)
         self.local = False      # read a local record
         self.rts = 0            # network round trips waited for
+        self.pending: list = []  # prefetches posted and not waited for yet
 
     # ---------------------------------------------------------------- workload API
     def compute(self, ns: float):
@@ -190,7 +192,22 @@ class Txn:
 
         ``for_update`` (or a third item ``(table, key, for_update)``) marks them as going to be written (FaSST's OCC locks them now).
         With ``outstanding`` the remote reads go out together; otherwise one by one.
+        A record prefetched earlier is waited for here (with its whole prefetch).
         """
+        occ = self.occ
+        recs, todo = self._register(items, for_update)
+        for r in recs:
+            if r.pending is not None:
+                yield from occ.fetch_wait(self, r.pending)
+        if todo:
+            if occ.cfg.outstanding:
+                yield from occ.fetch(self, todo)
+            else:
+                for r in todo:
+                    yield from occ.fetch(self, [r])
+        return [r.value for r in recs]
+
+    def _register(self, items, for_update: bool):
         occ = self.occ
         recs = []
         todo = []
@@ -203,19 +220,24 @@ class Txn:
                 r.for_update = it[2] if len(it) > 2 else for_update
                 todo.append(r)
             recs.append(r)
-        if todo:
-            if occ.cfg.outstanding:
-                yield from occ.fetch(self, todo)
-            else:
-                for r in todo:
-                    yield from occ.fetch(self, [r])
-        return [r.value for r in recs]
+        return recs, todo
 
     def prefetch(self, items, for_update: bool = False):
-        """With outstanding requests, read ``items`` now, together (speculative
-        execution); otherwise do nothing (each is read when the body asks for it)."""
-        if self.occ.cfg.outstanding:
-            yield from self.read_many(items, for_update)
+        """Speculative execution (seed 000 sec. 6.1: the transaction "can still
+        speculatively execute until the involved value is really used"): with outstanding
+        requests, post the reads of ``items`` together now and return without waiting;
+        the body goes on (its CPU overlaps the round trip) and waits for them when it
+        first reads one of them, as DrTM+H's TPC-C New-Order issues its remote stock
+        reads (``pending_read``), does its local work and then yields once for them.
+        Local records are read at once. Without outstanding requests, do nothing (each
+        record is read when the body asks for it)."""
+        if not self.occ.cfg.outstanding:
+            return
+        _, todo = self._register(items, for_update)
+        if todo:
+            st = yield from self.occ.fetch_post(self, todo)
+            if st is not None:
+                self.pending.append(st)
 
     def write(self, table: int, key, value: bytes) -> None:
         """Buffer a new value for a record this transaction has read."""
@@ -264,19 +286,24 @@ class OccSystem:
             self._register(ep)
 
     # ================================================================ coroutines
-    def start(self, workload, coroutines: int) -> None:
-        """Run ``coroutines`` transaction coroutines on every worker thread."""
+    def start(self, workload, coroutines: int, stagger_ns: float = 0.0) -> None:
+        """Run ``coroutines`` transaction coroutines on every worker thread; each starts
+        after a random delay in ``[0, stagger_ns)`` (0: all at once)."""
         for (node, i), co in self.coords.items():
             for c in range(coroutines):
-                co.ep.spawn(self._coroutine, co, c, workload)
+                co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
 
     def stop(self) -> None:
         """Start no new transaction (running ones finish)."""
         self._stopped = True
 
-    def _coroutine(self, ep: Endpoint, co: Coordinator, c: int, workload):
+    def _coroutine(self, ep: Endpoint, co: Coordinator, c: int, workload,
+                   stagger_ns: float = 0.0):
         sim = self.sim
         rng = sim.rng(f"txn/n{ep.node}/t{ep.index}/c{c}")
+        if stagger_ns > 0:
+            yield sim.timeout(float(sim.rng(f"txn-start/n{ep.node}/t{ep.index}/c{c}").random())
+                              * stagger_ns)
         owner = (ep.node << 16) | (ep.index << 10) | (c + 1)
         st = self.stats
         while not self._stopped:
@@ -290,6 +317,14 @@ class OccSystem:
                     yield from self._attempt(tx, owner)
                     break
                 except Abort:
+                    if self.cfg.lock_in_execution:
+                        # Prefetches still in flight may win locks: parse them first, so
+                        # that every lock won is released.
+                        while tx.pending:
+                            try:
+                                yield from self.fetch_wait(tx, tx.pending[0])
+                            except Abort:
+                                pass
                     rts += tx.rts
                     tries += 1
                     if sim.measuring:
@@ -316,6 +351,8 @@ class OccSystem:
             yield tx.ep.compute(spec.phase_ns[0])
         tx.owner = owner
         yield from spec.body(tx)
+        while tx.pending:
+            yield from self.fetch_wait(tx, tx.pending[0])
         now = sim.env._now
         tx.phases[0] = now - t
         t = now
@@ -366,6 +403,13 @@ class OccSystem:
     # ================================================================ execution
     def fetch(self, tx: Txn, recs: list[_Rec]):
         """Read ``recs`` (not yet read) as the execution configuration says."""
+        st = yield from self.fetch_post(tx, recs)
+        if st is not None:
+            yield from self.fetch_wait(tx, st)
+
+    def fetch_post(self, tx: Txn, recs: list[_Rec]):
+        """Read the local records of ``recs`` and post the requests for the remote ones;
+        returns the state :meth:`fetch_wait` finishes (None when all are local)."""
         ep = tx.ep
         cfg = self.cfg
         store = self.store
@@ -425,6 +469,24 @@ class OccSystem:
             calls.append(rs)
         ep.post_group(posts, w)
         tx.units += len(posts) + len(calls)
+        st = [w, one, two_step, calls, mode, lock_now]
+        for r in remote:
+            r.pending = st
+        return st
+
+    def fetch_wait(self, tx: Txn, st: list):
+        """Wait for the requests :meth:`fetch_post` posted and parse the replies."""
+        w, one, two_step, calls, mode, lock_now = st
+        ep = tx.ep
+        cfg = self.cfg
+        store = self.store
+        cache = store.caches[ep.node]
+        tx.pending = [p for p in tx.pending if p is not st]
+        for r in one + two_step:
+            r.pending = None
+        for rs in calls:
+            for r in rs:
+                r.pending = None
         self._rt(tx)
         yield w.arm()
         if two_step:

@@ -37,28 +37,25 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         # index bucket READ is DrTM+H's 384 B, not 64 B; 16-coroutine TPC-C at 4 nodes
         # aborts most transactions, so the ratio is noisy.
         "TPC-C, many coroutines: one-sided without cache passes two-sided by ~13%"},
-    ("fig8_validation", "demo"): {"SmallBank: one-sided CAS+READ validation wins"},
     ("fig9_commit", "demo"): {"TPC-C, no passive ACK: one-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins"},
-    ("fig10_logging", "demo"): {"SmallBank: one-sided logging up to 1.12x"},
+    ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x"},
     ("fig11_readonly", "demo"): {"one-sided read+validation ~10% above two-sided",
                                  "one-sided median latency ~80% of two-sided",
                                  "the index cache adds ~20% to one-sided"},
     ("fig12_scaling", "demo"): {"80-node connections cost SmallBank ~9%",
                                 "SmallBank p99 latency 49% below pure two-sided"},
     ("fig14_end_to_end", "demo"): _D18_UP_TO | {
-        "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
-        "TPC-C: FaRM > FaSST"},
+        "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node"},
     ("fig14_end_to_end", "full"): _D18_UP_TO | {
         "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
         "TPC-C: FaRM > FaSST",
-        "TPC-C: DrTM+H above DrTM+R at every coroutine count (from 1.12x)",
-        "SmallBank: FaSST comparable to FaRM",
-        "SmallBank: DrTM+H best (above FaSST)"},
+        "SmallBank: FaSST comparable to FaRM"},
     ("fig15_latency_breakdown", "demo"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
-    ("fig17_cx3", "demo"): {"CX3 TPC-C: DrTM+H still best"},
-    ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+R above FaRM (as on CX4)"},
+    ("fig17_cx3", "demo"): {"CX3 TPC-C: FaSST above FaRM (best prior design)",
+                            "CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)"},
+    ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)"},
 }
 
 

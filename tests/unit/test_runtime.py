@@ -41,3 +41,34 @@ def test_completion_waits_for_the_running_burst(cx4):
     assert alone < 10_000
     out = _resume_time(cx4, [10_000.0] * 4)
     assert out["b"] >= out["a_done"] >= 40_000.0
+
+
+def test_ready_coroutines_run_one_at_a_time(cx4):
+    """Two coroutines whose READs complete during a third one's burst are resumed in the
+    same poll; each then runs its 3 x 10 us burst to the end before the other starts
+    (without the run queue their chunks interleaved and both finished late)."""
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 2, 1)
+    w = Worker(cl, 0, 0)
+    peer = Worker(cl, 1, 0)
+    qp, pq = w.create_qp("RC"), peer.create_qp("RC")
+    qp.connect(pq)
+    mr = peer.ctx.reg_mr(4096)
+    log: dict[str, list[float]] = {"A": [], "B": []}
+
+    def co(w, name):
+        yield w.post(qp, [WorkRequest(READ, 8, None, True, False, None, 0, mr.rkey, 0)])
+        for _ in range(3):
+            yield w.compute(10_000.0)
+            log[name].append(sim.now)
+
+    def hog(w):
+        yield w.compute(5_000.0)       # both READs complete meanwhile
+
+    w.spawn(co, "A")
+    w.spawn(co, "B")
+    w.spawn(hog)
+    sim.run(until=200_000)
+    first, second = sorted(log.values(), key=lambda t: t[0])
+    assert first[-1] <= second[0]
+    assert first[-1] < 40_000.0        # 5 us + 3 x 10 us, not interleaved with the other
