@@ -32,11 +32,7 @@ _D18_UP_TO = {"TPC-C: DrTM+H up to 2.96x FaSST", "TPC-C: DrTM+H up to 1.89x DrTM
 KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig7_execution", "demo"): {
         "TPC-C: two-sided up to 1.28x one-sided without cache",
-        "SmallBank: two-sided up to 2.01x one-sided without cache",
-        # 1.016 at seed 1 (1.027, 1.024 at seeds 2, 3): on the tolerance's edge since the
-        # index bucket READ is DrTM+H's 384 B, not 64 B; 16-coroutine TPC-C at 4 nodes
-        # aborts most transactions, so the ratio is noisy.
-        "TPC-C, many coroutines: one-sided without cache passes two-sided by ~13%"},
+        "SmallBank: two-sided up to 2.01x one-sided without cache"},
     ("fig9_commit", "demo"): {"TPC-C, no passive ACK: one-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins"},
     ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x"},
