@@ -219,6 +219,9 @@ class Microbench:
         buf_t = rng.integers(0, ntg, 4096)
         buf_o = rng.integers(0, slots, 4096)
         pos = [0]
+        stride = max(sp.payload, 64)
+        payload, outstanding, batch = sp.payload, sp.outstanding, sp.doorbell_batch
+        targets = ts.targets
 
         def draw():
             p = pos[0]
@@ -227,17 +230,22 @@ class Microbench:
                 buf_o[:] = rng.integers(0, slots, 4096)
                 p = 0
             pos[0] = p + 1
-            return int(buf_t[p]), int(buf_o[p]) * max(sp.payload, 64)
+            return int(buf_t[p]), int(buf_o[p]) * stride
 
         def issue(c: int) -> None:
-            remaining[c] = sp.outstanding
-            for _ in range(sp.outstanding):
+            remaining[c] = outstanding
+            for _ in range(outstanding):
                 ti, off = draw()
-                qp, rkey = ts.targets[ti]
-                wrs = [WorkRequest(op, sp.payload, (c, k), j == k - 1, inline, None, 0, rkey,
+                qp, rkey = targets[ti]
+                if k == 1:
+                    # One signaled WR: one doorbell (the common case, no list slicing).
+                    qp.post_send([WorkRequest(op, payload, (c, 1), True, inline, None, 0,
+                                              rkey, off, None, 0, 1)], event=False)
+                    continue
+                wrs = [WorkRequest(op, payload, (c, k), j == k - 1, inline, None, 0, rkey,
                                    off, None, 0, 1) for j in range(k)]
-                for s in range(0, k, sp.doorbell_batch):
-                    qp.post_send(wrs[s:s + sp.doorbell_batch], event=False)
+                for s in range(0, k, batch):
+                    qp.post_send(wrs[s:s + batch], event=False)
 
         for c in range(sp.coroutines):
             issue(c)
