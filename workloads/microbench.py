@@ -250,15 +250,19 @@ class Microbench:
         for c in range(sp.coroutines):
             issue(c)
         stats = sim.stats
+        lat = None      # the latency histogram, created by the first measured sample
+        cq = ts.cq
         while True:
-            wcs = yield ts.cq.wait()
+            wcs = yield cq.wait()
             now = sim.env._now
             measuring = sim.measuring
             for wc in wcs:
                 c, covered = wc.wr_id
                 if measuring:
                     self.ops += covered
-                    stats.hist("lat").add(now - wc.t_post)
+                    if lat is None:
+                        lat = stats.hist("lat")
+                    lat.add(now - wc.t_post)
                 remaining[c] -= 1
                 if remaining[c] == 0:
                     ts.thread.reserve(now, switch)
