@@ -156,6 +156,7 @@ class Rnic:
         self.qpc = LruCache(n.qp_cache_entries)
         self.mtt = LruCache(n.mtt_cache_entries)
         self.mtt_ready: dict = {}       # page -> when its translation arrives (misses)
+        self._mtt_ready_max = 2 * n.mtt_cache_entries + 64   # forget past arrivals beyond
         self.atomic_busy = [0.0] * max(1, n.atomic_units)
         self.atomic_addr: dict = {}
         self.stall_nic = n.atomic_mode == "stall_nic"
@@ -226,7 +227,7 @@ class Rnic:
                 ready[key] = r
                 if r > t:
                     t = r
-        if len(ready) > 2 * self.p.mtt_cache_entries + 64:
+        if len(ready) > self._mtt_ready_max:
             now = self.sim.now
             for k in [k for k, v in ready.items() if v <= now]:
                 del ready[k]
