@@ -47,16 +47,16 @@ __all__ = ["Context", "CompletionQueue", "QueuePair", "MemoryRegion", "WorkReque
 
 def wqe_bytes(qtype: str, wr: WorkRequest) -> int:
     """Size [B] of the WQE for ``wr`` on a QP of type ``qtype`` (mlx5 layout, 64-B blocks)."""
-    if wr.opcode == WAIT:
+    op = wr.opcode
+    if op == WAIT:
         return 64
     n = 16
     if qtype == UD:
         n += 48
-    op = wr.opcode
-    if op in (WRITE, WRITE_WITH_IMM, READ, CAS, FAA):
+    if WRITE <= op <= FAA:      # WRITE, WRITE_WITH_IMM, READ, CAS, FAA: remote address
         n += 16
-    if op in (CAS, FAA):
-        n += 16
+        if op >= CAS:           # CAS, FAA: atomic segment
+            n += 16
     if wr.inline:
         n += 4 + -(-wr.length // 16) * 16
     else:
@@ -317,8 +317,9 @@ class QueuePair:
         t = th.reserve(now, n * h.wqe_build)
         p = nic.p
         if n == 1:
-            size = wqe_bytes(qt, wrs[0])
-            blueflame = size <= p.blueflame_size and (wrs[0].inline or
+            wr = wrs[0]
+            size = wqe_bytes(qt, wr)
+            blueflame = size <= p.blueflame_size and (wr.inline or
                                                       not p.blueflame_inline_only)
         else:
             size = sum(wqe_bytes(qt, wr) for wr in wrs)
@@ -339,10 +340,11 @@ class QueuePair:
             t = th.reserve(t, start + hold - t)   # spinning on the lock, then the store
         else:
             t = th.reserve(t, mmio)
+        pcie = nic.pcie
         if blueflame:
-            t_nic = nic.pcie.mmio(t, size)
+            t_nic = pcie.mmio(t, size)
         else:
-            t_nic = nic.pcie.dma_read(nic.pcie.mmio(t, 8), size)
+            t_nic = pcie.dma_read(pcie.mmio(t, 8), size)
         hw = self._hw
         if t_nic < hw.db_ready:      # the NIC takes a QP's doorbells in posting order
             t_nic = hw.db_ready

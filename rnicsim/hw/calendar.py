@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+_INF = float("inf")
+
 
 class Calendar:
     """Busy intervals of one pipe; :meth:`reserve` books the first gap that fits."""
@@ -26,57 +28,18 @@ class Calendar:
         self.ends: list[float] = []
         self.busy_ns = 0.0
         self.env = env          # the SimPy environment, for pruning (optional)
-        self._prune_at = 64     # prune when the interval list grows past this
+        # Prune when the interval list grows past this (never without an environment).
+        self._prune_at = 64 if env is not None else _INF
 
     @property
     def busy_until(self) -> float:
         """End of the last booked interval (0 when idle)."""
         return self.ends[-1] if self.ends else 0.0
 
-    def reserve(self, t: float, dur: float, limit: float = float("inf")) -> float:
-        """Book ``dur`` [ns] starting no earlier than ``t``; return the start time.
-
-        When the first gap that fits starts after ``limit`` [ns], nothing is booked and
-        -1.0 is returned (for :meth:`reserve_packet`).
-        """
-        starts, ends = self.starts, self.ends
-        n = len(ends)
-        if n > self._prune_at and self.env is not None:
-            # Keep memory bounded on long runs (the list only needs the future).
-            self.prune(self.env._now)
-            n = len(ends)
-            self._prune_at = max(64, 2 * n)
-        if n == 0 or t >= ends[-1]:
-            # Fast path: after everything booked so far.
-            self.busy_ns += dur
-            if n and t == ends[-1]:
-                ends[-1] = t + dur
-            else:
-                starts.append(t)
-                ends.append(t + dur)
-            return t
-        i = bisect_right(ends, t)
-        cand = t
-        while i < n and starts[i] < cand + dur:
-            if ends[i] > cand:
-                cand = ends[i]
-            i += 1
-        if cand > limit:
-            return -1.0
-        self.busy_ns += dur
-        end = cand + dur
-        # Insert [cand, end) before index i, merging with touching neighbours.
-        if i > 0 and ends[i - 1] >= cand:
-            ends[i - 1] = end
-            if i < n and starts[i] <= end:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
-        elif i < n and starts[i] <= end:
-            starts[i] = cand
-        else:
-            starts.insert(i, cand)
-            ends.insert(i, end)
-        return cand
+    def reserve(self, t: float, dur: float) -> float:
+        """Book ``dur`` [ns] starting no earlier than ``t`` in the first gap that fits;
+        return the start time."""
+        return self.reserve_packet(t, dur, _INF)
 
     def start_if_booked(self, t: float, dur: float) -> float:
         """Where :meth:`reserve` would start ``dur`` from ``t`` (books nothing)."""
@@ -101,12 +64,53 @@ class Calendar:
         the packet starts one quantum after ``t`` and its time is counted as busy but not
         booked: the bulk transfer is stretched by a packet, which this calendar does not
         move (already scheduled arrivals stay valid); the overlap is at most one packet.
+        With an infinite ``quantum`` this is :meth:`reserve` (the one implementation of
+        booking, in one frame for the hot callers).
         """
-        start = self.reserve(t, dur, t + quantum)
-        if start >= 0.0:
-            return start
+        ends = self.ends
+        n = len(ends)
+        if n > self._prune_at:
+            # Keep memory bounded on long runs (the list only needs the future).
+            # _prune_at is infinite without an environment: nothing is ever pruned then.
+            self.prune(self.env._now)
+            n = len(ends)
+            self._prune_at = max(64, 2 * n)
+        if n == 0 or t >= ends[-1]:
+            # Fast path: after everything booked so far.
+            self.busy_ns += dur
+            if n and t == ends[-1]:
+                ends[-1] = t + dur
+            else:
+                self.starts.append(t)
+                ends.append(t + dur)
+            return t
+        starts = self.starts
+        i = bisect_right(ends, t)
+        cand = t
+        end = t + dur           # always cand + dur
+        while i < n and starts[i] < end:
+            e = ends[i]
+            if e > cand:
+                cand = e
+                end = e + dur
+            i += 1
+        if cand > t + quantum:
+            # Too far: the packet slips in one quantum after t (see above), unbooked.
+            self.busy_ns += dur
+            return t + quantum
         self.busy_ns += dur
-        return t + quantum
+        # Insert [cand, end) before index i, merging with touching neighbours.
+        if i > 0 and ends[i - 1] >= cand:
+            ends[i - 1] = end
+            if i < n and starts[i] <= end:
+                ends[i - 1] = ends[i]
+                del starts[i], ends[i]
+        elif i < n and starts[i] <= end:
+            starts[i] = cand
+        else:
+            starts.insert(i, cand)
+            ends.insert(i, end)
+        return cand
 
     def reserve_split(self, t: float, dur: float, chunk: float) -> tuple[float, float]:
         """Book ``dur`` [ns] from ``t`` on, split over gaps of at least ``chunk`` [ns].
@@ -118,7 +122,7 @@ class Calendar:
         if not ends or t >= ends[-1] or dur <= chunk:
             s0 = self.reserve(t, dur)
             return s0, s0 + dur
-        if len(ends) > self._prune_at and self.env is not None:
+        if len(ends) > self._prune_at:
             self.prune(self.env._now)
             self._prune_at = max(64, 2 * len(ends))
         starts = self.starts

@@ -26,6 +26,8 @@ from typing import Sequence
 from .calendar import Calendar
 from .pfc import PrioState, ingress, reserve_avoiding
 
+_INF = float("inf")
+
 
 class LinkDir:
     """One direction of a link (see module doc)."""
@@ -86,12 +88,11 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     elif split:
         # A multi-packet message: its packets fill the gaps other messages left.
         start, end = first.cal.reserve_split(t, ser, last_pkt * first.ns_per_byte)
-    elif first.interleave:
-        start = first.cal.reserve_packet(t, ser, first.quantum)
-        end = start + ser
     else:
-        # Per-message arbitration: a message waits for every message booked before it.
-        start = first.cal.reserve(t, ser)
+        # With per-packet arbitration a packet slips in at most one MTU packet behind a
+        # bulk message; per-message arbitration makes it wait for every message booked
+        # before it (an infinite quantum: reserve_packet is then plain reserve).
+        start = first.cal.reserve_packet(t, ser, first.quantum if first.interleave else _INF)
         end = start + ser
     contiguous = end - start <= ser * (1 + 1e-12)
     if tail_ready is not None:

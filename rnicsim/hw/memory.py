@@ -49,8 +49,13 @@ class MemoryRegion:
 
     def read(self, offset: int, n: int) -> bytes:
         """Bytes ``[offset, offset+n)``."""
-        out = bytearray()
         size = self.chunk
+        c, o = divmod(offset, size)
+        if o + n <= size:
+            # Within one chunk (the common case): no assembly.
+            chunk = self._chunks.get(c)
+            return bytes(chunk[o:o + n]) if chunk is not None else bytes(n)
+        out = bytearray()
         while n > 0:
             c, o = divmod(offset, size)
             k = min(n, size - o)
@@ -62,9 +67,17 @@ class MemoryRegion:
 
     def write(self, offset: int, data: bytes) -> None:
         """Store ``data`` at ``offset``."""
-        i = 0
         n = len(data)
         size = self.chunk
+        c, o = divmod(offset, size)
+        if 0 < n and o + n <= size:
+            # Within one chunk (the common case).
+            chunk = self._chunks.get(c)
+            if chunk is None:
+                chunk = self._chunks[c] = bytearray(size)
+            chunk[o:o + n] = data
+            return
+        i = 0
         while i < n:
             c, o = divmod(offset + i, size)
             k = min(n - i, size - o)

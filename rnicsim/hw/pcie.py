@@ -55,16 +55,17 @@ class Pcie:
         last TLP's serialisation.
         """
         mps = self.mps
+        npb = self.npb
         if nbytes <= mps:
             # One TLP: it interleaves with the TLPs of a bulk write booked earlier.
             wb = nbytes + self.ovh
-            dur = wb * self.npb
+            dur = wb * npb
             end = self.up.reserve_packet(t, dur, self.tlp_dur) + dur
         else:
             wb = nbytes + (-(-nbytes // mps)) * self.ovh
-            end = self.up.reserve_split(t, wb * self.npb, self.tlp_dur)[1]
+            end = self.up.reserve_split(t, wb * npb, self.tlp_dur)[1]
         if tail is not None:
-            last = tail + ((nbytes if nbytes < mps else mps) + self.ovh) * self.npb
+            last = tail + ((nbytes if nbytes < mps else mps) + self.ovh) * npb
             if last > end:
                 end = last
         self.bytes_up += wb

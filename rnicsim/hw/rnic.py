@@ -147,13 +147,16 @@ class Rnic:
         self.pkt_ovh = l.packet_overhead
         self.pcie = Pcie(profile.pcie, sim.env)
         self.pu_busy = [0.0] * max(1, n.processing_units)
-        self.req_t = n.requester
-        self.resp_t = n.responder
-        self.comp_t = n.completer
+        # PU service time [ns] of each role, indexed by opcode (the profile gives them per
+        # CATEGORY of opcode).
+        self.req_t = tuple(n.requester[c] for c in CATEGORY)
+        self.resp_t = tuple(n.responder[c] for c in CATEGORY)
+        self.comp_t = tuple(n.completer[c] for c in CATEGORY)
         self.per_pkt = n.per_packet
         self.qpc = LruCache(n.qp_cache_entries)
         self.mtt = LruCache(n.mtt_cache_entries)
         self.mtt_ready: dict = {}       # page -> when its translation arrives (misses)
+        self._mtt_ready_max = 2 * n.mtt_cache_entries + 64   # forget past arrivals beyond
         self.atomic_busy = [0.0] * max(1, n.atomic_units)
         self.atomic_addr: dict = {}
         self.stall_nic = n.atomic_mode == "stall_nic"
@@ -182,8 +185,16 @@ class Rnic:
 
     def _qpc_lookup(self, qp: QpHw, t: float) -> float:
         """Time [ns] the context of ``qp`` is on the NIC for work starting at ``t``."""
-        if self.qpc.access(qp.qpn):
-            return t if t > qp.ctx_ready else qp.ctx_ready
+        qpc = self.qpc
+        d = qpc._d
+        qpn = qp.qpn
+        if qpn in d:
+            # A hit: LruCache.access inlined (it is this, for a key already cached).
+            d.move_to_end(qpn)
+            qpc.hits += 1
+            r = qp.ctx_ready
+            return t if t > r else r
+        qpc.access(qpn)     # the miss: counted and inserted by the cache
         self.counters["qpc_miss"] += 1
         if self.sim.trace.enabled:
             self.sim.trace.emit(t, "nic.qpc_miss", self.name, qpn=qp.qpn)
@@ -196,20 +207,27 @@ class Rnic:
         ps = mr.page_size
         first, last = offset // ps, (offset + max(n, 1) - 1) // ps
         ready = self.mtt_ready
+        mtt = self.mtt
+        cached = mtt._d
+        rkey = mr.rkey
         t0 = t
         for page in range(first, last + 1):
-            key = (mr.rkey, page)
-            if self.mtt.access(key):
+            key = (rkey, page)
+            if key in cached:
+                # A hit: LruCache.access inlined (see _qpc_lookup).
+                cached.move_to_end(key)
+                mtt.hits += 1
                 r = ready.get(key, 0.0)     # a miss may still be on its way
                 if r > t:
                     t = r
             else:
+                mtt.access(key)             # the miss: counted and inserted by the cache
                 self.counters["mtt_miss"] += 1
                 r = self.pcie.dma_read(t0, self.p.mtt_entry_size)
                 ready[key] = r
                 if r > t:
                     t = r
-        if len(ready) > 2 * self.p.mtt_cache_entries + 64:
+        if len(ready) > self._mtt_ready_max:
             now = self.sim.now
             for k in [k for k, v in ready.items() if v <= now]:
                 del ready[k]
@@ -237,9 +255,12 @@ class Rnic:
         sim = self.sim
         now = sim.env._now
         pu = qp.pu
-        t = self.pu_busy[pu]
+        pu_busy = self.pu_busy
+        t = pu_busy[pu]
         if t < now:
             t = now
+        mtu = self.mtu
+        req_t = self.req_t
         for i in range(start, len(wrs)):
             wr = wrs[i]
             op = wr.opcode
@@ -250,33 +271,35 @@ class Rnic:
                     # completions; the NIC resumes it itself.
                     qp.pending.extend(wrs[i + 1:])
                     qp.waiting = True
-                    self.pu_busy[pu] = t
+                    pu_busy[pu] = t
                     cq.nic_wait(wr.wait_count, lambda q=qp: self._resume_wait(q))
                     return
                 continue
-            if op >= READ and op != WAIT:  # READ, CAS, FAA need a slot
+            if op >= READ:  # READ, CAS, FAA need a slot (WAIT was handled above)
                 if qp.rd_out >= self.max_rd:
                     qp.pending.extend(wrs[i:])
                     break
                 qp.rd_out += 1
             ctx = self._qpc_lookup(qp, t)
             length = wr.length if _HAS_PAYLOAD[op] else 0
-            npk = 1 if length <= self.mtu else -(-length // self.mtu)
-            svc = self.req_t[CATEGORY[op]]
+            svc = req_t[op]
             t += svc
             head = t if t > ctx + svc else ctx + svc
-            t += (npk - 1) * self.per_pkt
-            tail = head + (npk - 1) * self.per_pkt
+            if length <= mtu:
+                npk = 1
+                tail = head
+            else:
+                npk = -(-length // mtu)
+                t += (npk - 1) * self.per_pkt
+                tail = head + (npk - 1) * self.per_pkt
             if length and not wr.inline:
                 if wr.local is not None:
                     head = self._translate(wr.local, wr.local_offset, length, head)
-                f, l = self.pcie.dma_read_span(head, length, self.mtu)
+                f, l = self.pcie.dma_read_span(head, length, mtu)
                 head = f if f > head else head
                 tail = l if l > tail else tail
             self._send_request(qp, wr, op, length, npk, head, tail)
-        self.pu_busy[pu] = t
-        if self.stall_nic:
-            pass  # stalls are applied by the atomic unit
+        pu_busy[pu] = t
 
     def _resume_wait(self, qp: QpHw) -> None:
         """A CORE-Direct WAIT of ``qp`` is satisfied: run the rest of its send queue."""
@@ -289,7 +312,8 @@ class Rnic:
     def _send_request(self, qp: QpHw, wr: WorkRequest, op: int, length: int, npk: int,
                       ready: float, tail: float) -> None:
         fab = self.fabric
-        if qp.type == UD:
+        qtype = qp.type
+        if qtype == UD:
             dst_id, dst_qpn = wr.dest
             path = fab.route(self.id, dst_id)
             ext = DETH + (IMMDT if _HAS_IMM[op] else 0)
@@ -303,11 +327,13 @@ class Rnic:
         qp.seq += 1
         msg = _Msg(0, wr, qp, dst_qpn, npk, qp.seq)
         msg.wire = wire
-        if wr.local is None and wr.data is not None and _HAS_PAYLOAD[op]:
-            msg.data = wr.data
-        elif wr.local is not None and _HAS_PAYLOAD[op]:
-            msg.data = wr.local.read(wr.local_offset, length)
-        if qp.type != UD:
+        if _HAS_PAYLOAD[op]:
+            local = wr.local
+            if local is not None:
+                msg.data = local.read(wr.local_offset, length)
+            elif wr.data is not None:
+                msg.data = wr.data
+        if qtype != UD:
             # In order on the wire: never leave before the QP's previous request.
             if ready < qp.tx_ready:
                 ready = qp.tx_ready
@@ -323,20 +349,20 @@ class Rnic:
         else:
             arrive = transmit(path, ready if ready > tail else tail, wire, None, 0, qp.prio,
                               pkt)
-        if qp.type != UD:
+        if qtype != UD:
             qp.tx_ready = tail if tail > ready else ready
             if arrive < qp.arrive_last:
                 arrive = qp.arrive_last
             qp.arrive_last = arrive
         dst = fab.nics[dst_id]
         if not dst.up or not fab.path_up(path):
-            if qp.type == RC:
+            if qtype == RC:
                 if wr.signaled:
                     qp.inflight[msg.seq] = wr
                 self.sim.call_at(self.sim.now + qp.timeout_ns, self._rc_timeout, qp)
             return
         self.sim.call_at(arrive, dst._rx_request, msg)
-        if qp.type == RC:
+        if qtype == RC:
             if wr.signaled:
                 qp.inflight[msg.seq] = wr
         elif wr.signaled:
@@ -403,7 +429,7 @@ class Rnic:
             return
         wr = msg.wr
         op = wr.opcode
-        t, head = self._serve(qp, msg, self.resp_t[CATEGORY[op]], now)
+        t, head = self._serve(qp, msg, self.resp_t[op], now)
         length = wr.length
         if op == SEND or op == SEND_WITH_IMM:
             if not qp.recvs:
@@ -470,7 +496,9 @@ class Rnic:
             return
         if mr is not None:
             t = self._translate(mr, wr.remote_offset, n, t)
-        resp = _Msg(1, wr, req_qp, 0, self._npkts(length) if op == READ else 1, msg.seq)
+        mtu = self.mtu
+        resp = _Msg(1, wr, req_qp, 0,
+                    (1 if length <= mtu else -(-length // mtu)) if op == READ else 1, msg.seq)
         if op == READ:
             if mr is not None and wr.local is not None:
                 resp.data = mr.read(wr.remote_offset, length)
@@ -611,7 +639,7 @@ class Rnic:
                 self._send_cnp(rqp)
         wr = msg.wr
         op = wr.opcode
-        t, head = self._serve(qp, msg, self.comp_t[CATEGORY[op]], now)
+        t, head = self._serve(qp, msg, self.comp_t[op], now)
         if msg.kind == 3:  # NAK: the QP breaks
             qp.inflight.pop(msg.seq, None)
             self._complete(qp, wr, msg.old, self.pcie.dma_write(t, self.p.cqe_size), 0)

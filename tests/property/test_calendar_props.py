@@ -107,6 +107,32 @@ def test_reserve_laws_hold_for_arbitrary_floats(reqs):
     assert length(union(c)) == pytest.approx(sum(d for _t, d in reqs), rel=1e-9, abs=ulps)
 
 
+@given(st.lists(st.tuples(st.sampled_from(["packet", "reserve"]), ticks, durs,
+                          st.integers(0, 60).map(float)), min_size=1, max_size=40))
+def test_reserve_packet_books_first_fit_or_slips_one_quantum(ops):
+    """reserve_packet books exactly what reserve would when the first fit starts within
+    one quantum of the ready time; otherwise it books nothing, counts the time busy and
+    starts one quantum after the ready time."""
+    c = Calendar()
+    for kind, t, d, q in ops:
+        before, busy = union(c), c.busy_ns
+        fit = first_fit(before, t, d)
+        if kind == "reserve":
+            assert c.reserve(t, d) == fit
+            continue
+        s = c.reserve_packet(t, d, q)
+        if fit <= t + q:
+            ref = clone(c)
+            ref.starts, ref.ends, ref.busy_ns = [a for a, _ in before], \
+                [b for _, b in before], busy
+            assert s == fit == ref.reserve(t, d)
+            assert union(c) == union(ref) and c.busy_ns == ref.busy_ns
+        else:
+            assert s == t + q
+            assert union(c) == before and c.busy_ns == busy + d
+        check_invariants(c)
+
+
 # --------------------------------------------------------------------------- reserve_split
 @given(st.lists(st.one_of(reserve_op, split_op), min_size=1, max_size=30))
 def test_split_never_overlaps_and_never_ends_later_than_contiguous(ops):
