@@ -7,16 +7,21 @@ from rnicsim.sim import Simulation
 from rnicsim.verbs import READ, WorkRequest
 
 
-def _resume_time(cx4, bursts):
-    """When coroutine B resumes after an 8-B READ issued at t=0 while coroutine A runs
-    ``bursts`` (a list of CPU chunks [ns], back to back) from t=0."""
+def _pair(cx4):
+    """(sim, worker on node 0, its RC QP to node 1, a 4 KiB region on node 1)."""
     sim = Simulation(1)
     cl = Cluster(sim, cx4, 2, 1)
     w = Worker(cl, 0, 0)
     peer = Worker(cl, 1, 0)
     qp, pq = w.create_qp("RC"), peer.create_qp("RC")
     qp.connect(pq)
-    mr = peer.ctx.reg_mr(4096)
+    return sim, w, qp, peer.ctx.reg_mr(4096)
+
+
+def _resume_time(cx4, bursts):
+    """When coroutine B resumes after an 8-B READ issued at t=0 while coroutine A runs
+    ``bursts`` (a list of CPU chunks [ns], back to back) from t=0."""
+    sim, w, qp, mr = _pair(cx4)
     out = {}
 
     def a(w):
@@ -47,13 +52,7 @@ def test_ready_coroutines_run_one_at_a_time(cx4):
     """Two coroutines whose READs complete during a third one's burst are resumed in the
     same poll; each then runs its 3 x 10 us burst to the end before the other starts
     (without the run queue their chunks interleaved and both finished late)."""
-    sim = Simulation(1)
-    cl = Cluster(sim, cx4, 2, 1)
-    w = Worker(cl, 0, 0)
-    peer = Worker(cl, 1, 0)
-    qp, pq = w.create_qp("RC"), peer.create_qp("RC")
-    qp.connect(pq)
-    mr = peer.ctx.reg_mr(4096)
+    sim, w, qp, mr = _pair(cx4)
     log: dict[str, list[float]] = {"A": [], "B": []}
 
     def co(w, name):
