@@ -26,6 +26,8 @@ Scope
       the receiver in posting order (RC delivers in order).
 
     Signaled sends: every ``signal_every``-th send (to reclaim send-queue slots).
+    Inline: a message shorter than ``inline_below`` (64 B, as rlib) is copied into the WQE
+    (BlueFlame pushes it); a longer one is DMA-read by the NIC from host memory.
 
 Ports
     :meth:`Endpoint.call` (issue RPCs, returns a :class:`Waiter`), :meth:`Endpoint.register`
@@ -34,7 +36,7 @@ Ports
 
 Params
     :class:`RpcConfig`: transport, doorbell batch [WQEs], coalesce, header [B], dispatch
-    [ns], signal_every, recv batch.
+    [ns], signal_every, recv batch, inline bound [B].
 
 This module uses only :mod:`rnicsim.verbs`, the cluster builder and the runtime.
 """
@@ -67,6 +69,11 @@ class RpcConfig:
     signal_every: int = 16
     recv_batch: int = 8               # RECVs reposted per batch
     ring: int = 1 << 20               # WRITE_IMM ring per sender thread [B]
+    # Messages (header included) shorter than this are inlined in the WQE, longer ones are
+    # DMA-read by the NIC: rlib's UDMsg posts `len < 64 ? IBV_SEND_INLINE : 0` (DrTM+H
+    # third_party rlib ud_msg.cc, post_pending_helper / send_to), the same bound DrTM+H
+    # uses for one-sided WRITEs. Never above the profile's max_inline.
+    inline_below: int = 64
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -74,6 +81,8 @@ class RpcConfig:
                              f"not {self.transport!r}")
         if self.doorbell_batch < 1 or self.signal_every < 1 or self.recv_batch < 1:
             raise ValueError("doorbell_batch, signal_every, recv_batch: >= 1")
+        if self.inline_below < 0:
+            raise ValueError("inline_below: >= 0 bytes")
 
 
 class Waiter:
@@ -255,7 +264,7 @@ class Endpoint(Worker):
         cfg = self.cfg
         self._sends += 1
         sig = self._sends % cfg.signal_every == 0
-        inline = ln <= self.ctx.max_inline
+        inline = ln < cfg.inline_below and ln <= self.ctx.max_inline
         if cfg.transport == "write_imm":
             peer = self.mesh.endpoints[dest]
             rq = self.mesh.peer_qp[qp.qp_num, qp.ctx.nic_id]

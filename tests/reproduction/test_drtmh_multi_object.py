@@ -6,7 +6,8 @@ sweep. Asserted are the findings the model reproduces at that size (see the scen
 ``expected:`` block for every D9 check, including those the model misses at this size):
 
 - coroutines multiply the throughput of both primitives (published 7x and 6.46x);
-- passive ACK nearly doubles two-sided writes (1.96x) and helps one-sided writes less;
+- passive ACK nearly doubles two-sided writes (1.96x; the model gives more than 2.16x,
+  a known gap) and helps one-sided writes less;
 - without passive ACK one-sided writes beat two-sided at every step; with it, two-sided
   wins (the only case it does).
 """
@@ -33,7 +34,12 @@ def _check_writes(t: dict) -> None:
     two = {s: t[("write", "two_sided", s)] for s in range(5)}
     assert one[1] / one[0] > 3 and two[1] / two[0] > 3, (one, two)      # coroutines
     pa_two, pa_one = two[4] / two[3], one[4] / one[3]
-    assert 1.96 * 0.9 <= pa_two <= 1.96 * 1.1, pa_two                  # D9: 1.96x
+    assert pa_two >= 1.96 * 0.9, pa_two                                 # D9: 1.96x
+    # Known gap: passive ACK saves the model more than the published 1.96x (2.19 at demo
+    # size): a reply, posted alone per poll round, costs more CPU than a request posted
+    # in a doorbell batch of 10 (since RPC messages of 64 B and more are no longer inlined,
+    # as rlib posts them). Fails when the gap closes, to update this note.
+    assert pa_two > 1.96 * 1.1, pa_two
     assert pa_two > pa_one >= 1.0, (pa_two, pa_one)
     for s in range(4):
         assert one[s] > two[s], (s, one[s], two[s])                   # one-sided wins

@@ -149,3 +149,33 @@ def test_ud_message_above_the_mtu_goes_as_fragments(cx4):
     sim.run(until=100_000)
     assert [p for _, p in seen] == ["big"]
     assert srv.rx_msgs == 3              # two empty fragments, then the one with the items
+
+
+@pytest.mark.parametrize("transport", ["ud", "rc"])
+def test_only_messages_under_64_bytes_are_inlined(cx4, transport, monkeypatch):
+    """As rlib posts them: a message (header included) under 64 B goes inline in the WQE,
+    a longer one is DMA-read by the NIC, even when it would fit ``max_inline``."""
+    sim, cl, mesh = _mesh(cx4, transport)
+    ep = mesh.endpoint(0, 0)
+    mesh.endpoint(1, 0).register(1, lambda src, p: (None, 8, 0.0))
+    qp = ep.ud if transport == "ud" else ep.rc_qp(1)
+    posted = []
+    real = type(qp).post_send
+
+    def spy(self, wrs, event=True):
+        if self is qp:
+            posted.extend((wr.length, wr.inline) for wr in wrs)
+        return real(self, wrs, event)
+
+    monkeypatch.setattr(type(qp), "post_send", spy)
+    hdr = RpcConfig().header
+    assert 100 + hdr <= ep.ctx.max_inline
+
+    def client(ep):
+        for ln in (40, 100):
+            w = ep.call(1, 1, None, ln)
+            yield w.arm()
+
+    ep.spawn(client)
+    sim.run(until=100_000)
+    assert posted == [(40 + hdr, True), (100 + hdr, False)]
