@@ -30,7 +30,7 @@ def one(bench: str, nodes: int, measure_us: float) -> dict:
     """Build and run one point; return its speed numbers."""
     prof = load_profile("cx4-edr")
     t0 = time.perf_counter()
-    wl = make_workload(bench, {}, nodes, 24, prof.host.clock)
+    wl = make_workload(bench, {}, nodes, 24, prof.host.clock, 8)
     b = build(prof, nodes, 24, wl, preset("drtmh"), 8, nics_per_node=2)
     t1 = time.perf_counter()
     # The scenarios' own stretch: the warm-up and window outlast the transactions in

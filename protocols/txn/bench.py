@@ -40,14 +40,16 @@ class Bench:
     coroutines: int
 
 
-def make_workload(benchmark: str, params: dict, nodes: int, threads: int, clock_hz: float):
-    """The workload object of ``benchmark`` (smallbank, tpcc, tpce) with ``params``."""
+def make_workload(benchmark: str, params: dict, nodes: int, threads: int, clock_hz: float,
+                  coroutines: int = 1):
+    """The workload object of ``benchmark`` (smallbank, tpcc, tpce) with ``params``, for
+    ``coroutines`` per thread (TPC-C gives each its own district by default)."""
     if benchmark == "smallbank":
         from workloads.smallbank import SmallBank, SmallBankSpec
         return SmallBank(SmallBankSpec(**params), nodes, threads, clock_hz)
     if benchmark == "tpcc":
         from workloads.tpcc import TpccNewOrder, TpccSpec
-        return TpccNewOrder(TpccSpec(**params), nodes, threads, clock_hz)
+        return TpccNewOrder(TpccSpec(**params), nodes, threads, clock_hz, coroutines)
     if benchmark == "tpce":
         from workloads.tpce import CustomerPosition, TpceSpec
         return CustomerPosition(TpceSpec(**params), nodes, threads, clock_hz)
@@ -139,7 +141,7 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
         raise ValueError("workload kind txn needs protocol kind occ")
     cfg = config_of(proto)
     wl = make_workload(w.benchmark, w.params(), sc.cluster.nodes, sc.cluster.threads,
-                       profile.host.clock)
+                       profile.host.clock, w.coroutines)
     hist = None
     if w.history:
         from .history import History

@@ -40,6 +40,10 @@ class TxnWorkload(BaseModel):
     remote_item_pct: float = Field(100.0, ge=0, le=100)
     tpcc_logic: Duration = 4000.0
     tpcc_logic_per_item: Duration = 4000.0
+    # Districts per warehouse; default max(10, coroutines): one per coroutine, the
+    # conflict-free regime DrTM+H measured under NO_ABORT (workloads/tpcc.py). 10 is the
+    # strict TPC-C schema.
+    tpcc_districts: Optional[int] = Field(None, ge=1)
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
@@ -56,7 +60,8 @@ class TxnWorkload(BaseModel):
         if self.benchmark == "tpcc":
             return {"warehouses_per_node": self.warehouses_per_node,
                     "remote_item_pct": self.remote_item_pct, "logic": self.tpcc_logic,
-                    "logic_per_item": self.tpcc_logic_per_item}
+                    "logic_per_item": self.tpcc_logic_per_item,
+                    "districts": self.tpcc_districts}
         return {"customers_per_thread": self.customers_per_thread,
                 "securities_per_node": self.securities_per_node,
                 "holdings_per_account": self.holdings_per_account,
