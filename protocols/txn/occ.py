@@ -15,8 +15,9 @@ Scope
           validate: READ lock+version validate RPC
     L     WRITE the log into a ring   log RPC (the handler copies  -
           on every backup             it)
-    C     WRITE version+value, WRITE  commit RPC (install, unlock) -
-          0 to the lock, one doorbell
+    C     WRITE version+value, WRITE  commit RPC per record        -
+          0 to the lock, one doorbell (install, unlock), all in one
+          (only the second signaled)  doorbell flush
     ====  ==========================  ===========================  ========================
 
     Read-only transactions read (as E, with ``ro_read``) and validate (``ro_validate``)
@@ -745,7 +746,9 @@ class OccSystem:
                 rk = store.rkeys[r.node]
                 data = pack_u64(r.version + 1) + r.new
                 inl = len(data) < 64
-                wv = WorkRequest(WRITE, len(data), None, not pa, inl, None, 0, rk, off + 8)
+                # Only the unlock WRITE is signaled (RC completes the pair in order), as
+                # DrTM+H's one-sided commit posts the pair (rdma_req_helper.hpp).
+                wv = WorkRequest(WRITE, len(data), None, False, inl, None, 0, rk, off + 8)
                 wv.data = data
                 wu = WorkRequest(WRITE, 8, r, not pa, True, None, 0, rk, off)
                 wu.data = ZERO8
@@ -757,12 +760,14 @@ class OccSystem:
             if posts:
                 ep.post_group(posts, w)
         else:
-            for i, (n, rs) in enumerate(self._group(remote).items()):
-                items = [(r.table, r.slot, r.version + 1, r.new) for r in rs]
-                ln = sum(KEY_BYTES + VER_BYTES + len(r.new) for r in rs)
-                ep.call(n, H_COMMIT, items, ln, not pa, w, i)
-                for r in rs:
-                    r.locked = False
+            # One commit RPC per remote record, all flushed in one doorbell batch: DrTM+H's
+            # OCC::write_back_oneshot (src/rtx/occ.cc; the batched commit handler is
+            # commented out), which its FaSST emulation (OCCFast) uses too.
+            for i, r in enumerate(remote):
+                ln = KEY_BYTES + VER_BYTES + len(r.new)
+                ep.call(r.node, H_COMMIT, [(r.table, r.slot, r.version + 1, r.new)], ln,
+                        not pa, w, i)
+                r.locked = False
         if not pa:
             self._rt(tx)
         yield w.arm()

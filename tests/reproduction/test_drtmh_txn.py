@@ -33,8 +33,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig7_execution", "demo"): {
         "TPC-C: two-sided up to 1.28x one-sided without cache",
         "SmallBank: two-sided up to 2.01x one-sided without cache"},
-    ("fig9_commit", "demo"): {"TPC-C, no passive ACK: one-sided commit wins",
-                              "TPC-C, passive ACK: two-sided commit wins",
+    ("fig9_commit", "demo"): {"TPC-C, passive ACK: two-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins"},
     ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x"},
     ("fig11_readonly", "demo"): {"one-sided read+validation ~10% above two-sided",
@@ -51,11 +50,8 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "SmallBank: FaSST comparable to FaRM"},
     ("fig15_latency_breakdown", "demo"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
-    ("fig17_cx3", "demo"): {"CX3 TPC-C: FaSST above FaRM (best prior design)",
-                            "CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)",
-                            "CX3 SmallBank: FaSST above FaRM (best prior design)"},
-    ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)",
-                            "CX5 TPC-C: DrTM+R above FaRM (as on CX4)"},
+    ("fig17_cx3", "demo"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)"},
+    ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)"},
 }
 
 

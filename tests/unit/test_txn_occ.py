@@ -160,3 +160,55 @@ def test_speculative_execution_overlaps_the_read(cx4, name):
         assert 10.0 <= m["lat_exec_us"] < 10.5
     else:
         assert m["lat_exec_us"] > 11.5
+
+
+class _TwoRecords:
+    """Node 0's thread updates records 1 and 4, both on node 1."""
+
+    tables = [Table(0, "counter", 8, 6, lambda k: (k % 3, k // 3))]
+
+    def next_txn(self, rng, node, thread, co):
+        def body(tx):
+            for k in (1, 4):
+                v = yield from tx.read(0, k, True)
+                tx.write(0, k, _Q.pack(_Q.unpack(v)[0] + 1))
+        return TxnSpec("inc2", body, False)
+
+
+def _run_two(cx4, name):
+    b = build(cx4, 3, 1, _TwoRecords(), preset(name), 1)
+    for key in [(1, 0), (2, 0)]:
+        b.occ.coords.pop(key)
+    return b
+
+
+def test_commit_rpcs_go_one_per_record(cx4):
+    """DrTM+H's write_back_oneshot: two records on one node get two commit RPCs (flushed
+    together), not one batched RPC."""
+    from protocols.txn.occ import H_COMMIT
+    b = _run_two(cx4, "fasst")
+    ep = b.occ.mesh.endpoint(1, 0)
+    real = ep._handlers[H_COMMIT]
+    calls = []
+    ep.register(H_COMMIT, lambda src, items: (calls.append(len(items)), real(src, items))[1])
+    m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
+    assert m["committed"] > 0 and set(calls) == {1}
+    assert b.store.header_local(1, 0, 1)[1] == b.store.header_local(1, 0, 0)[1] > 0
+
+
+def test_one_sided_commit_signals_only_the_unlock(cx4, monkeypatch):
+    """Without passive ACK a one-sided commit posts value WRITE + unlock WRITE in one
+    doorbell with only the second signaled (the pair completes in order on RC)."""
+    from rnicsim.verbs import WRITE, QueuePair
+    pairs = []
+    real = QueuePair.post_send
+
+    def spy(self, wrs, event=True):
+        if len(wrs) == 2 and all(w.opcode == WRITE for w in wrs) and wrs[1].length == 8:
+            pairs.append((wrs[0].signaled, wrs[1].signaled))
+        return real(self, wrs, event)
+
+    monkeypatch.setattr(QueuePair, "post_send", spy)
+    b = _run_two(cx4, "drtmr")
+    m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
+    assert m["committed"] > 0 and pairs and set(pairs) == {(False, True)}
