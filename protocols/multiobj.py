@@ -34,6 +34,15 @@ Scope
                             for that one completion           (see flow control below)
     ======================  ================================  ==============================
 
+    Two-sided replies are batched at every step: the replies the handlers of one poll of
+    the event loop produce leave together, up to 16 per doorbell, whatever the requests do
+    (rlib's ``UDMsg::poll_comps`` flushes the replies its callbacks queued; see
+    :mod:`protocols.rpc`). The ``doorbell`` option is the requests' side: DrTM+H's
+    multi-object RPC benchmark (``src/app/micro_benches/micro_rpc.cc``,
+    ``micro_rpc_write_multi``) sends a request alone with ``RRpc::append_req`` (one WR per
+    ``ibv_post_send``, steps 0-2) or queues the 10 with ``append_pending_req`` and posts
+    them with one ``flush_pending`` (step 3).
+
     Two-sided passive ACK, flow control: a thread may have at most ``coroutines x
     objects`` requests that no handler has consumed yet (what its coroutines hold in flight
     without passive ACK, and what the receive queues are sized for: UD drops a message
@@ -101,9 +110,11 @@ class MultiObjWorkload(BaseModel):
     outstanding: bool = Field(False, description="post all objects of a transaction "
                               "before waiting (else one object per round trip)")
     doorbell: bool = Field(False, description="doorbell batching: the WRs of one step share "
-                           "doorbells (one-sided: per destination QP; two-sided: the UD QP)")
+                           "doorbells (one-sided: per destination QP; two-sided: the "
+                           "requests on the UD QP; replies of one poll always share them)")
     doorbell_batch: int = Field(16, ge=1, description="most WQEs per doorbell with "
-                                "doorbell batching [WQEs] (FaSST postlist 16)")
+                                "doorbell batching [WQEs] (FaSST postlist 16); two-sided "
+                                "replies use the RPC layer's reply_batch (16) at every step")
     passive_ack: bool = Field(False, description="writes only: acknowledgement off the "
                               "critical path (one-sided: only the last WRITE signaled; "
                               "two-sided: no replies)")

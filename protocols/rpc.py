@@ -15,6 +15,19 @@ Scope
       issues before it yields, the replies of the handlers of one poll) are posted
       together at the end of the step, ``doorbell_batch`` WQEs per doorbell on one QP. Over UD every message uses the thread's single QP, so they all
       share doorbells; over RC each destination is its own QP (batches only per peer).
+    - UD replies are always batched, whatever ``doorbell_batch`` the requests use: the
+      replies of the handlers of one poll go out at the end of the poll, ``reply_batch``
+      WQEs per doorbell, in lists of their own (a coroutine's requests never share their
+      doorbell). DrTM+H's rlib does this in ``UDMsg::poll_comps``
+      (third_party/libRDMA/src/ud_msg.cc and third_party/rdma_lib/src/ud_msg.cc): it polls
+      the receive CQ, runs every callback, whose ``RRpc::send_reply`` (src/core/rrpc.h)
+      queues the reply with ``post_pending``, then posts the queue with one
+      ``flush_pending`` (a linked list, one ``ibv_post_send``; a full queue of
+      ``UD_MAX_DOORBELL_SIZE`` = 16 is flushed early); rlib's later ``UDAdapter::poll_comps``
+      (wxdwfc/rlib ud_adapter.hpp) keeps it ("the reply messages are batched in this
+      call"). A request sent with ``RRpc::append_req`` instead goes alone at once
+      (``UDMsg::send_to``: one WR per ``ibv_post_send``). With ``coalesce`` replies stay
+      in the requests' queue, so that they can ride on requests.
     - Passive ACK: a call with ``reply=False`` asks for no reply (commit, log reclaim);
       with ``coalesce`` (piggybacking), messages of one batch for the same destination
       thread travel in one SEND (a reply rides on a request going the same way).
@@ -35,8 +48,8 @@ Ports
     wait), :meth:`Endpoint.rc_qp` (the RC QP to a peer).
 
 Params
-    :class:`RpcConfig`: transport, doorbell batch [WQEs], coalesce, header [B], dispatch
-    [ns], signal_every, recv batch, inline bound [B].
+    :class:`RpcConfig`: transport, doorbell batch [WQEs], reply batch [WQEs] (UD),
+    coalesce, header [B], dispatch [ns], signal_every, recv batch, inline bound [B].
 
 This module uses only :mod:`rnicsim.verbs`, the cluster builder and the runtime.
 """
@@ -63,6 +76,9 @@ class RpcConfig:
 
     transport: str = "ud"
     doorbell_batch: int = 16          # WQEs per doorbell (FaSST postlist 16)
+    # UD replies of one poll: WQEs per doorbell, independent of doorbell_batch (rlib
+    # UDMsg::poll_comps flushes the replies its callbacks queued; UD_MAX_DOORBELL_SIZE 16).
+    reply_batch: int = 16
     coalesce: bool = False            # piggyback messages to one destination in one SEND
     header: int = 8                   # per message header (type, id, length)
     dispatch: float = 40.0            # CPU per received message: parse + dispatch [ns]
@@ -79,8 +95,9 @@ class RpcConfig:
         if self.transport not in TRANSPORTS:
             raise ValueError(f"transport: one of {', '.join(TRANSPORTS)}, "
                              f"not {self.transport!r}")
-        if self.doorbell_batch < 1 or self.signal_every < 1 or self.recv_batch < 1:
-            raise ValueError("doorbell_batch, signal_every, recv_batch: >= 1")
+        if (self.doorbell_batch < 1 or self.reply_batch < 1 or self.signal_every < 1
+                or self.recv_batch < 1):
+            raise ValueError("doorbell_batch, reply_batch, signal_every, recv_batch: >= 1")
         if self.inline_below < 0:
             raise ValueError("inline_below: >= 0 bytes")
 
@@ -134,7 +151,8 @@ class Endpoint(Worker):
         self._handlers: dict[int, Callable] = {}
         self._calls: dict[int, tuple[Waiter, int]] = {}
         self._next_call = 0
-        self._out: dict[Any, list] = {}        # QP (or UD) -> [(dest key, item, length)]
+        # (QP, replies apart) -> [(dest key, item, length)]; see _enqueue
+        self._out: dict[tuple, list] = {}
         self._flush_at = -1.0
         self._sends = 0
         self._consumed: dict[int, int] = {}
@@ -209,9 +227,11 @@ class Endpoint(Worker):
                  via=None) -> None:
         cfg = self.cfg
         if cfg.transport == "ud":
-            key = self.ud
+            # Replies go in lists of their own, flushed reply_batch at a time (rlib
+            # UDMsg::poll_comps, module doc), unless they may ride on requests (coalesce).
+            key = (self.ud, item[0] == _REP and not cfg.coalesce)
         else:
-            key = via if via is not None else self.rc_qp(dst_node)
+            key = (via if via is not None else self.rc_qp(dst_node), False)
         q = self._out.get(key)
         if q is None:
             q = self._out[key] = []
@@ -231,7 +251,7 @@ class Endpoint(Worker):
         mtu = self.ctx.mtu
         out = self._out
         self._out = {}
-        for key, msgs in out.items():
+        for (key, replies), msgs in out.items():
             if cfg.coalesce:
                 merged: dict = {}
                 order = []
@@ -256,7 +276,7 @@ class Endpoint(Worker):
                         wrs.append(self._wr(key, dest, [], mtu))
                         ln -= mtu
                 wrs.append(self._wr(key, dest, items, ln))
-            b = cfg.doorbell_batch
+            b = cfg.reply_batch if replies else cfg.doorbell_batch
             for s in range(0, len(wrs), b):
                 key.post_send(wrs[s:s + b])
 

@@ -172,3 +172,18 @@ def test_same_seed_same_results(cx4):
     b = run_multiobj(cx4, w, 3, 1, threads=2, seed=7, warmup_ns=5_000, measure_ns=10_000)
     assert a == b
     assert a["throughput_mtxns"] > 0
+
+
+def test_two_sided_replies_of_one_poll_share_a_doorbell_at_every_step(cx4, posts):
+    """Without doorbell batching (fig. 6 step 1) each request still goes alone, but the
+    replies the handlers of one poll produce leave in one doorbell list, as rlib's
+    UDMsg::poll_comps flushes them (protocols.rpc module doc)."""
+    b = _run(cx4, op="read", primitive="two_sided", coroutines=8)
+    kinds = [[it[0] for wr in p for it in wr.data] for p in posts]
+    requests = [k for k in kinds if 0 in k]
+    replies = [k for k in kinds if 1 in k]
+    assert b.issued > 10
+    assert len(requests) + len(replies) == len(kinds)       # never mixed in one list
+    assert all(len(k) == 1 for k in requests)
+    assert max(len(k) for k in replies) > 1
+    assert sum(len(k) for k in replies) >= len(requests) - 2 * 8   # all but those in flight
