@@ -23,7 +23,10 @@ Scenario (DrTM+H ``tpcc_worker_new.cc`` with ``-r 100``)
     trip (DrTM+H's speculative execution, seed 000 sec. 6.1; ``tpcc_worker_new.cc`` with
     ``OR``); otherwise each is fetched when its order line needs it.
 
-    The district of a transaction is its coroutine's (``coroutine mod districts``): each
+    The district of a transaction is its coroutine's (``coroutine mod districts``; with
+    ``district: random`` one drawn uniformly per transaction, as the reference's
+    ``RandomNumber(1, 10)``, to reproduce its measurements together with the protocol's
+    ``no_abort``): each
     coroutine acts as one terminal bound to one district, so that the coroutines of a
     thread do not conflict on ``d_next_o_id``. DrTM+H draws the district at random per
     transaction but runs with ``NO_ABORT``, under which a failed lock does not abort
@@ -67,6 +70,7 @@ class TpccSpec:
     uniform_items: bool = False
     items: int = ITEMS                          # items (stock records per warehouse)
     districts: int | None = None                # per warehouse; None: max(10, coroutines)
+    district: str = "coroutine"                 # "coroutine" or "random" (see module doc)
 
 
 def nurand(rng, a: int, x: int, y: int, c: int) -> int:
@@ -82,6 +86,8 @@ class TpccNewOrder:
                  coroutines: int = 1) -> None:
         if spec.districts is not None and spec.districts < 1:
             raise ValueError("districts: at least 1 per warehouse")
+        if spec.district not in ("coroutine", "random"):
+            raise ValueError("district: coroutine or random")
         self.spec = spec
         self.nodes = nodes
         self.threads = threads
@@ -109,7 +115,8 @@ class TpccNewOrder:
         """The next New-Order of a coroutine (inputs drawn once; retries reuse them)."""
         sp = self.spec
         w = node * self.wpn + thread % self.wpn
-        d = co % self.districts
+        d = int(rng.integers(0, self.districts)) if sp.district == "random" \
+            else co % self.districts
         c = nurand(rng, 1023, 1, CUSTOMERS, 259) - 1
         n = min(int(rng.integers(5, 16)), self.items)
         items: list[int] = []

@@ -44,6 +44,9 @@ class TxnWorkload(BaseModel):
     # conflict-free regime DrTM+H measured under NO_ABORT (workloads/tpcc.py). 10 is the
     # strict TPC-C schema.
     tpcc_districts: Optional[int] = Field(None, ge=1)
+    # Which district a New-Order uses: its coroutine's (coroutine mod districts) or one
+    # drawn at random per transaction, as DrTM+H's tpcc_worker_new.cc does.
+    tpcc_district: Literal["coroutine", "random"] = "coroutine"
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
@@ -61,7 +64,7 @@ class TxnWorkload(BaseModel):
             return {"warehouses_per_node": self.warehouses_per_node,
                     "remote_item_pct": self.remote_item_pct, "logic": self.tpcc_logic,
                     "logic_per_item": self.tpcc_logic_per_item,
-                    "districts": self.tpcc_districts}
+                    "districts": self.tpcc_districts, "district": self.tpcc_district}
         return {"customers_per_thread": self.customers_per_thread,
                 "securities_per_node": self.securities_per_node,
                 "holdings_per_account": self.holdings_per_account,
@@ -114,6 +117,9 @@ class OccProtocol(BaseModel):
     lock_in_execution: Optional[bool] = None
     log_to: Optional[Literal["participants", "coordinator"]] = None
     rep_factor: Optional[int] = Field(None, ge=0, le=2)
+    # The released DrTM+H code's NO_ABORT (protocols/txn/occ.py): failed locks and
+    # validations do not abort; histories are then not serializable.
+    no_abort: Optional[bool] = None
     doorbell_batch: int = Field(16, ge=1)
     coalesce: Optional[bool] = None
     rpc_transport: Literal["ud", "rc", "write_imm"] = "ud"
@@ -123,7 +129,7 @@ class OccProtocol(BaseModel):
         """The OccConfig fields this block sets."""
         names = ("execution", "index_cache", "lock", "log", "commit", "ro_read",
                  "ro_validate", "passive_ack", "outstanding", "lock_in_execution", "log_to",
-                 "rep_factor")
+                 "rep_factor", "no_abort")
         out = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
         if self.execution is not None and self.ro_read is None:
             out["ro_read"] = self.execution      # read-only reads follow the execution phase

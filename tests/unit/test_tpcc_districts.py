@@ -35,3 +35,41 @@ def test_default_is_tpcc_schema_up_to_ten_coroutines():
     assert wl.districts == 10
     with pytest.raises(ValueError):
         make_workload("tpcc", {"districts": 0}, 2, 4, PROFILE.host.clock, 8)
+
+
+def test_random_district_is_drawn_per_transaction():
+    """``district: random`` draws each New-Order's district uniformly (DrTM+H's
+    ``RandomNumber(1, 10)``); the default keeps a coroutine on its own district."""
+    import numpy as np
+
+    from workloads.tpcc import DISTRICT
+
+    def districts(choice):
+        wl = make_workload("tpcc", {"district": choice}, 2, 1, PROFILE.host.clock, 4)
+        rng = np.random.default_rng(7)
+        seen = set()
+        for _ in range(200):
+            spec = wl.next_txn(rng, 0, 0, 3)
+            seen.add(_district_of(spec, DISTRICT))
+        return seen
+
+    assert districts("coroutine") == {3}
+    assert districts("random") == set(range(10))
+    with pytest.raises(ValueError):
+        make_workload("tpcc", {"district": "round_robin"}, 2, 1, PROFILE.host.clock, 4)
+
+
+class _Found(Exception):
+    pass
+
+
+def _district_of(spec, district_table):
+    """The district of a New-Order: the key of the district its body reads first."""
+    class _Stub:
+        def read_many(self, items, for_update=False):
+            raise _Found(next(k for t, k, *_ in items if t == district_table))
+            yield  # pragma: no cover - makes this a generator, as the API's
+
+    with pytest.raises(_Found) as found:
+        next(spec.body(_Stub()))
+    return found.value.args[0][1]

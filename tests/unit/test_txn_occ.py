@@ -89,6 +89,25 @@ def test_conflicting_coroutines_abort_and_stay_serializable(cx4):
     assert _Q.unpack(b.store.value_local(1, 0, 0))[0] == len(hist)
 
 
+@pytest.mark.parametrize("name", ["drtmh", "farm", "drtmr"])
+def test_no_abort_loses_updates_as_the_released_code_does(cx4, name):
+    """With ``no_abort`` (DrTM+H's NO_ABORT) the same four coroutines never abort, one-
+    sided or RPC locks alike: increments overwrite each other and the checker says so."""
+    m, b, hist = _one(cx4, name, coroutines=4, no_abort=True)
+    assert m["abort_rate"] == 0.0
+    assert not hist.check().serializable
+    assert _Q.unpack(b.store.value_local(1, 0, 0))[0] < len(hist)
+
+
+def test_no_abort_keeps_fasst_read_lock_aborts(cx4):
+    """FaSST's read-lock in execution aborts even under NO_ABORT (OCCFast has no guard),
+    and its histories stay serializable."""
+    m, b, hist = _one(cx4, "fasst", coroutines=4, no_abort=True)
+    assert m["abort_rate"] > 0.05
+    assert hist.check().serializable
+    assert _Q.unpack(b.store.value_local(1, 0, 0))[0] == len(hist)
+
+
 def test_scenario_history_option_writes_checkable_histories(tmp_path):
     """``workload.history: true`` adds ``serializable``/``history_txns`` to every row and
     writes each point's history where ``rnicsim check-history`` can read it; a later run
