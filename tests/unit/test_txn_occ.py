@@ -108,6 +108,39 @@ def test_no_abort_keeps_fasst_read_lock_aborts(cx4):
     assert _Q.unpack(b.store.value_local(1, 0, 0))[0] == len(hist)
 
 
+class _SlowCounter(_Counter):
+    """As _Counter, with 5 us of logic after the read; counts bodies run to the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished = 0
+
+    def next_txn(self, rng, node, thread, co):
+        def body(tx):
+            v = yield from tx.read(0, 1, True)
+            yield tx.compute(5_000.0)
+            tx.write(0, 1, _Q.pack(_Q.unpack(v)[0] + 1))
+            self.finished += 1
+        return TxnSpec("inc", body)
+
+
+@pytest.mark.parametrize("no_abort", [False, True])
+def test_fasst_read_lock_failure_aborts_at_commit_as_released(cx4, no_abort):
+    """FaSST's failed read-lock aborts the attempt at once; with ``no_abort`` (the
+    released OCCFast) the body runs to the end first and the attempt aborts at commit."""
+    wl = _SlowCounter()
+    b = build(cx4, 3, 1, wl, preset("fasst", no_abort=no_abort), 4, history=History())
+    for key in [(1, 0), (2, 0)]:
+        b.occ.coords.pop(key)
+    run_txn_bench(b, 10_000.0, 200_000.0, drain=True)
+    st = b.occ.stats
+    assert st.aborted > 0
+    if no_abort:
+        assert wl.finished > b.store.header_local(1, 0, 0)[1]   # aborted bodies ran too
+    else:
+        assert wl.finished == b.store.header_local(1, 0, 0)[1]  # only committed ones
+
+
 def test_scenario_history_option_writes_checkable_histories(tmp_path):
     """``workload.history: true`` adds ``serializable``/``history_txns`` to every row and
     writes each point's history where ``rnicsim check-history`` can read it; a later run
