@@ -34,7 +34,14 @@ Scope
 
     Conflicts: a read that finds the record locked, a lock that finds it locked, or a
     version changed since it was read abort the transaction; its locks are released
-    (WRITE 0 / release RPC, no reply) and it is retried after a random back-off.
+    (WRITE 0 / release RPC, no reply) and it is retried, with the same inputs, after a
+    random back-off. ``retry_backoff=False`` retries as DrTM+H's framework does
+    (``BenchWorker::worker_routine`` in ``src/framework/bench_worker.cc``: on an abort it
+    counts it, calls ``yield_next`` once, restores the coroutine's random seed so the
+    same inputs are drawn again, and jumps back to run the transaction; a
+    ``backoff_shifts`` variable is declared and never used): the retry waits behind the
+    thread's other ready coroutines and nothing else. Every design fig. 14 compares runs
+    in that framework, the FaSST emulation included.
 
     ``no_abort`` reproduces the released DrTM+H code as its paper measured it (build
     switch ``NO_ABORT`` fixed at 1): ``RtxOCC::commit`` (``src/rtx/occ.cc``) and
@@ -110,6 +117,7 @@ class OccConfig:
     rep_factor: int = 2
     reclaim_every: int = 1
     no_abort: bool = False
+    retry_backoff: bool = True
     rpc: RpcConfig = RpcConfig()
     costs: SoftwareCosts = SoftwareCosts()
 
@@ -345,8 +353,13 @@ class OccSystem:
                     if sim.measuring:
                         st.aborted += 1
                     yield from self._release(tx)
-                    hi = self.costs.backoff * (1 << min(tries, 6))
-                    yield sim.timeout(float(rng.random()) * hi)
+                    if self.cfg.retry_backoff:
+                        hi = self.costs.backoff * (1 << min(tries, 6))
+                        yield sim.timeout(float(rng.random()) * hi)
+                    else:
+                        # yield_next: give the thread to the coroutines ready now, then
+                        # retry (bench_worker.cc, see the module doc)
+                        yield sim.timeout(0.0)
             st.deposits += tx.delta
             if sim.measuring:
                 st.round_trips += rts + tx.rts

@@ -7,7 +7,7 @@ import pytest
 
 from protocols.txn.bench import build, run_txn_bench
 from protocols.txn.history import History
-from protocols.txn.occ import TxnSpec
+from protocols.txn.occ import Abort, TxnSpec
 from protocols.txn.store import Table
 from protocols.txn.systems import preset
 
@@ -139,6 +139,35 @@ def test_fasst_read_lock_failure_aborts_at_commit_as_released(cx4, no_abort):
         assert wl.finished > b.store.header_local(1, 0, 0)[1]   # aborted bodies ran too
     else:
         assert wl.finished == b.store.header_local(1, 0, 0)[1]  # only committed ones
+
+
+@pytest.mark.parametrize("backoff", [True, False])
+def test_retry_without_backoff_restarts_at_once(cx4, backoff):
+    """An aborted attempt is retried with the same inputs; after a random back-off by
+    default, and at once (after yielding to ready coroutines, none here) with
+    ``retry_backoff=False``, as DrTM+H's BenchWorker::worker_routine retries."""
+    b = build(cx4, 3, 1, _Counter(), preset("drtmh", retry_backoff=backoff), 1)
+    for key in [(1, 0), (2, 0)]:
+        b.occ.coords.pop(key)
+    occ = b.occ
+    real = occ._attempt
+    starts = []
+
+    def attempt(tx, owner):
+        starts.append((occ.sim.env.now, tx.spec))
+        if len(starts) == 1:
+            raise Abort             # the first attempt conflicts before doing anything
+        yield from real(tx, owner)
+
+    occ._attempt = attempt
+    run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
+    (t0, spec0), (t1, spec1) = starts[:2]
+    assert spec1 is spec0           # same inputs
+    if backoff:
+        assert t1 > t0
+    else:
+        assert t1 == t0
+    assert b.store.header_local(1, 0, 0)[1] == len(starts) - 1   # the rest committed
 
 
 def test_scenario_history_option_writes_checkable_histories(tmp_path):
