@@ -71,7 +71,11 @@ last wait, so it includes the wait for the thread behind the other ready corouti
 DrTM+H's ``START``/``END`` timers do (``src/core/utils/latency_profier.h``, rdtsc around
 posting and ``indirect_yield``; ``OCC::log_remote`` in ``src/rtx/occ.cc`` times the log
 post and its wait for both the RPC and the one-sided logger, not the log-ack RPC sent
-after it; reported for coroutine 1 of worker thread 0 through ``rtx_hook_``). Here every
+after it; reported for coroutine 1 of worker thread 0 through ``rtx_hook_``). That
+log-ack expects replies unless ``PA`` is set; one stored version of ``occ.cc`` waits for
+them with a yield of its own (untimed), another sends it without yielding, so its
+replies are awaited inside the next timed wait, the commit's. The model sends no log-ack
+(its reclaim messages need no reply), so neither happens here. Here every
 committed transaction of every coroutine is averaged, and the L phase holds all of the
 phase's CPU (``phase_ns[2]``), part of which (building the log entry,
 ``prepare_write_contents``) DrTM+H spends before its timer starts.
