@@ -65,7 +65,20 @@ Scope
     backup, whose handler installs them in its backup copies.
 
 Metrics (see :class:`TxnStats`): committed transactions, aborts, latency from the first
-attempt to commit, per-phase latency of the committing attempt, round trips.
+attempt to commit, per-phase latency of the committing attempt, round trips. A phase
+runs from the end of the previous one to the moment its coroutine runs again after its
+last wait, so it includes the wait for the thread behind the other ready coroutines, as
+DrTM+H's ``START``/``END`` timers do (``src/core/utils/latency_profier.h``, rdtsc around
+posting and ``indirect_yield``; ``OCC::log_remote`` in ``src/rtx/occ.cc`` times the log
+post and its wait for both the RPC and the one-sided logger, not the log-ack RPC sent
+after it; reported for coroutine 1 of worker thread 0 through ``rtx_hook_``). That
+log-ack expects replies unless ``PA`` is set; one stored version of ``occ.cc`` waits for
+them with a yield of its own (untimed), another sends it without yielding, so its
+replies are awaited inside the next timed wait, the commit's. The model sends no log-ack
+(its reclaim messages need no reply), so neither happens here. Here every
+committed transaction of every coroutine is averaged, and the L phase holds all of the
+phase's CPU (``phase_ns[2]``), part of which (building the log entry,
+``prepare_write_contents``) DrTM+H spends before its timer starts.
 """
 from __future__ import annotations
 

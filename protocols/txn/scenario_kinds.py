@@ -50,7 +50,10 @@ class TxnWorkload(BaseModel):
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
-    holdings_per_account: int = Field(10, ge=1)   # TPC-E EGen mean (workloads/tpce.py)
+    # 0: held securities from EGen's initial trades, as DrTM+H loads them; n: n per account
+    holdings_per_account: int = Field(0, ge=0)
+    # Share of transactions that also read one account's trade history (EGen default 50)
+    tpce_history_pct: float = Field(50.0, ge=0, le=100)
     tpce_logic: Duration = 1000.0
     tpce_per_row: Duration = 100.0
 
@@ -68,6 +71,7 @@ class TxnWorkload(BaseModel):
         return {"customers_per_thread": self.customers_per_thread,
                 "securities_per_node": self.securities_per_node,
                 "holdings_per_account": self.holdings_per_account,
+                "history_pct": self.tpce_history_pct,
                 "logic": self.tpce_logic, "per_row": self.tpce_per_row}
 
 
