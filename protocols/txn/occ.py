@@ -43,6 +43,11 @@ Scope
     thread's other ready coroutines and nothing else. Every design fig. 14 compares runs
     in that framework, the FaSST emulation included.
 
+    ``only_execution`` is the released code's ``TX_ONLY_EXE`` build switch ("run only the
+    execution phase", PROTOCOL-FACTS 1.1): ``RtxOCC::commit`` and ``OCCR::commit`` return
+    at once (``dummy_commit``), so a transaction is its execution phase alone, the
+    set-up for studying that phase by itself (seed 000 fig. 7). No history is recorded.
+
     ``no_abort`` reproduces the released DrTM+H code as its paper measured it (build
     switch ``NO_ABORT`` fixed at 1): ``RtxOCC::commit`` (``src/rtx/occ.cc``) and
     ``OCCR::lock_writes_w_rdma`` / ``validate_reads_w_rdma`` (``src/rtx/occ_rdma.cc``)
@@ -131,6 +136,7 @@ class OccConfig:
     reclaim_every: int = 1
     no_abort: bool = False
     retry_backoff: bool = True
+    only_execution: bool = False
     rpc: RpcConfig = RpcConfig()
     costs: SoftwareCosts = SoftwareCosts()
 
@@ -398,6 +404,11 @@ class OccSystem:
             raise Abort
         now = sim.env._now
         tx.phases[0] = now - t
+        if self.cfg.only_execution:
+            # TX_ONLY_EXE: the transaction ends with its execution phase (locks taken in
+            # execution are released, nothing is validated, logged, written or recorded).
+            yield from self._release(tx)
+            return
         t = now
         recs = list(tx.recs.values())
         if tx.read_only and not any(r.locked for r in recs):

@@ -127,6 +127,9 @@ class OccProtocol(BaseModel):
     # false: retry an aborted transaction at once, as DrTM+H's BenchWorker::worker_routine
     # (protocols/txn/occ.py); default: after a random back-off.
     retry_backoff: Optional[bool] = None
+    # true: transactions end after their execution phase (the released code's
+    # TX_ONLY_EXE build switch, protocols/txn/occ.py).
+    only_execution: Optional[bool] = None
     doorbell_batch: int = Field(16, ge=1)
     coalesce: Optional[bool] = None
     rpc_transport: Literal["ud", "rc", "write_imm"] = "ud"
@@ -136,7 +139,7 @@ class OccProtocol(BaseModel):
         """The OccConfig fields this block sets."""
         names = ("execution", "index_cache", "lock", "log", "commit", "ro_read",
                  "ro_validate", "passive_ack", "outstanding", "lock_in_execution", "log_to",
-                 "rep_factor", "no_abort", "retry_backoff")
+                 "rep_factor", "no_abort", "retry_backoff", "only_execution")
         out = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
         if self.execution is not None and self.ro_read is None:
             out["ro_read"] = self.execution      # read-only reads follow the execution phase

@@ -54,6 +54,17 @@ def test_round_trips_per_transaction(cx4, name, rts):
     assert b.store.header_local(1, 0, 0)[1] == len(hist)
 
 
+@pytest.mark.parametrize("name", ["drtmh", "fasst"])
+def test_only_execution_ends_after_the_execution_phase(cx4, name):
+    """TX_ONLY_EXE: one round trip (the read, or FaSST's read-lock), nothing validated,
+    logged or written back, and every lock taken in execution released."""
+    m, b, hist = _one(cx4, name, only_execution=True)
+    assert m["round_trips_per_txn"] == pytest.approx(1.0)
+    assert m["lat_validate_us"] == m["lat_log_us"] == m["lat_commit_us"] == 0.0
+    assert b.store.header_local(1, 0, 0) == (0, 0)      # unlocked, never written
+    assert len(hist) == 0 and b.occ.stats.committed > 0
+
+
 def test_unloaded_phase_latencies_are_round_trips(cx4):
     """Unloaded, each phase takes about one network round trip (1-4 us); passive ACK
     takes the commit off the critical path."""
