@@ -196,6 +196,8 @@ class NicSection(BaseModel):
     max_inline: SizeP               # largest inline payload [B]
     qp_cache_entries: CountP        # QP contexts held on the NIC
     qp_context_size: SizeP          # bytes fetched over PCIe on a QP-context miss [B]
+    qpc_miss_stall: FlagP           # a QP-context miss holds the PU until the context is in
+                                    # (else the PU serves other QPs meanwhile)
     mtt_cache_entries: CountP       # address translations held on the NIC
     mtt_entry_size: SizeP           # bytes fetched over PCIe on a translation miss [B]
     atomic_units: CountP            # atomics in flight at once on the NIC

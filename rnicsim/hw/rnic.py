@@ -16,7 +16,8 @@ Scope
       context up; a miss fetches ``qp_context_size`` bytes over PCIe. The PU goes on with
       other work meanwhile (the NIC keeps many contexts in flight), but the operation, and
       every later one of that QP, waits for the context: misses cost latency and PCIe
-      bandwidth.
+      bandwidth. With ``qpc_miss_stall`` (ConnectX-3) the PU itself waits for the
+      context, so misses cost message rate too.
     - Translation (MTT) cache (LRU, ``mtt_cache_entries``) keyed by page: a miss delays the
       data access by a PCIe read of ``mtt_entry_size``; 2 MiB pages need 512x fewer entries.
     - Atomic unit: ``atomic_units`` in flight, per-address order, each doing a PCIe
@@ -147,6 +148,7 @@ class Rnic:
         self.pkt_ovh = l.packet_overhead
         self.pcie = Pcie(profile.pcie, sim.env)
         self.pu_busy = [0.0] * max(1, n.processing_units)
+        self.qpc_stall = n.qpc_miss_stall
         # PU service time [ns] of each role, indexed by opcode (the profile gives them per
         # CATEGORY of opcode).
         self.req_t = tuple(n.requester[c] for c in CATEGORY)
@@ -281,6 +283,8 @@ class Rnic:
                     break
                 qp.rd_out += 1
             ctx = self._qpc_lookup(qp, t)
+            if ctx > t and self.qpc_stall:
+                t = ctx         # the PU waits for the context (nic.qpc_miss_stall)
             length = wr.length if _HAS_PAYLOAD[op] else 0
             svc = req_t[op]
             t += svc
@@ -534,6 +538,8 @@ class Rnic:
             if t < first:
                 t = first
             ctx = self._qpc_lookup(qp, t)
+            if ctx > t and self.qpc_stall:
+                t = ctx
             t += svc
             head = t if t > ctx + svc else ctx + svc
             t += (msg.npkts - 1) * self.per_pkt
@@ -546,6 +552,8 @@ class Rnic:
             if t < now:
                 t = now
             ctx = self._qpc_lookup(qp, t)
+            if ctx > t and self.qpc_stall:
+                t = ctx
             t += svc
             self.pu_busy[pu] = t
             head = done = t if t > ctx + svc else ctx + svc
