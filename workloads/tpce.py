@@ -63,6 +63,7 @@ MIN_SECS = ((6, 4, 2, 2, 0, 0, 0, 0, 0, 0), (0, 7, 5, 4, 3, 2, 2, 2, 0, 0),
 MAX_SECS = ((14, 16, 18, 18, 0, 0, 0, 0, 0, 0), (0, 13, 15, 16, 17, 18, 18, 18, 0, 0),
             (0, 0, 0, 0, 16, 16, 17, 17, 18, 18))
 QTY = np.array([100, 200, 400, 800])             # EGen cTRADE_QTY_SIZES
+MAX_BASKET = max(max(r) for r in MAX_SECS)       # most securities an account can hold (18)
 
 
 def draw_customer(rng) -> tuple[int, float]:
@@ -136,9 +137,10 @@ class CustomerPosition:
         acc = rng.integers(0, nacc, size=t)
         slot = (rng.random(t) * basket[acc]).astype(np.int64)
         qty = QTY[rng.integers(0, len(QTY), size=t)] * np.where(rng.random(t) < 0.5, 1, -1)
-        net = np.zeros(nacc * 18, dtype=np.int64)
-        np.add.at(net, acc * 18 + slot, qty)
-        held = [int(np.count_nonzero(net[a * 18:(a + 1) * 18])) for a in range(nacc)]
+        net = np.zeros(nacc * MAX_BASKET, dtype=np.int64)
+        np.add.at(net, acc * MAX_BASKET + slot, qty)
+        held = [int(np.count_nonzero(net[a * MAX_BASKET:(a + 1) * MAX_BASKET]))
+                for a in range(nacc)]
         trades = np.bincount(acc, minlength=nacc).tolist()
         return nacc, held, trades
 
