@@ -101,7 +101,9 @@ def test_two_sided_passive_ack_sends_no_replies(cx4, posts):
     b = _run(cx4, op="write", primitive="two_sided", coroutines=2, outstanding=True,
              doorbell=True)
     kinds = [it[0] for it in _items(posts)]
-    assert kinds.count(1) > 0 and abs(kinds.count(1) - kinds.count(0)) <= 2 * 10
+    # Requests still unanswered when the run stops: at most 10 per coroutine, 2 coroutines
+    # on each of the 2 nodes' threads.
+    assert kinds.count(1) > 0 and 0 <= kinds.count(0) - kinds.count(1) <= 2 * 2 * 10
     posts.clear()
     b = _run(cx4, op="write", primitive="two_sided", coroutines=2, outstanding=True,
              doorbell=True, passive_ack=True)

@@ -70,10 +70,10 @@ def test_every_parameter_has_a_source(name):
 
 
 def test_units_are_applied(cx4):
-    """cx4-edr: 103.125 Gb/s x 64/66 data rate, 4 KiB MTU, 200 ns PCIe latency, 2.2 GHz."""
+    """cx4-edr: 103.125 Gb/s x 64/66 data rate, 4 KiB MTU, 280 ns PCIe latency, 2.2 GHz."""
     assert cx4.link.rate == pytest.approx(100e9, rel=1e-12)
     assert cx4.link.mtu == 4096
-    assert cx4.pcie.latency == 200.0
+    assert cx4.pcie.latency == 280.0
     assert cx4.host.clock == pytest.approx(2.2e9)
     assert cx4.nic.requester["read"] == 80.0
 
@@ -195,7 +195,7 @@ def test_overrides_apply_units_and_keep_the_original(cx4):
     assert (q.pcie.latency, q.link.mtu, q.nic.requester["read"],
             q.nic.processing_units) == (300.0, 2048, 1000.0, 4)
     assert (cx4.pcie.latency, cx4.link.mtu, cx4.nic.requester["read"],
-            cx4.nic.processing_units) == (200.0, 4096, 80.0, 16)
+            cx4.nic.processing_units) == (280.0, 4096, 80.0, 16)
     assert "pcie.latency=300ns" in q.model.pcie.latency.source
 
 
@@ -237,7 +237,7 @@ def test_cli_profiles_shows_one_profile_with_sources(capsys):
     for sec in SECTIONS:
         assert f"[{sec}]" in out
     assert "Mellanox SB7890 datasheet" in out
-    assert re.search(r"latency\s+200 ns", out)
+    assert re.search(r"latency\s+280 ns", out)
 
 
 def test_cli_profiles_unknown_name_exits_2(capsys):
