@@ -36,12 +36,21 @@ Method (see ``calibration/README.md``, "Fit a profile"):
    for rates (value = base x e^x), within bounds (times /10..x10, rates /4..x2). A weak
    ridge (RIDGE x^2) keeps directions the data cannot see near the base value.
    Whole-number parameters (QP-cache entries, QP-context size, atomic units, ...) are
-   chosen by a search over base x 2^k, k = -3..3, the others fixed. By default
-   (``SWEEP_PARAMS``) the QP cache, QP-context size and atomic units are added when the
-   data hold several-QP experiments, and (``PAGES_PARAMS``) the translation cache and
-   entry size when they hold random-offset ones. The QP cache shows in the latency of the
-   probe's qps sweep (a step once the QPs outnumber the cache: every operation then
-   fetches its context); its throughput points are CPU-bound on one posting thread.
+   chosen by a search over base x 2^k, k = -3..3, the others fixed; for counts, the
+   whole numbers next to the best grid values that fit as well are found by bisection
+   and reported in the CI (a cache step lies anywhere between two sweep points). By
+   default (``SWEEP_PARAMS``) the QP cache, QP-context size and atomic units are added
+   when the data hold several-QP experiments, and (``PAGES_PARAMS``) the translation
+   cache and entry size when they hold random-offset ones. The QP cache shows in the
+   latency of the probe's qps sweep (a step once the QPs outnumber the cache: every
+   operation then fetches its context), alike whether a miss holds the PU
+   (``nic.qpc_miss_stall``) or not. Its throughput points, one posting thread, stay
+   CPU-bound on the shipped profiles either way; with several posting threads and a
+   stalling miss the rate falls once the QPs outnumber the cache, by the fetch time
+   (context size and PCIe latency), and the fit uses that as any other point (the
+   bandwidth shortcut below is then a few % high: the cache's hit pattern settles over
+   hundreds of operations per QP).
+   ``nic.qpc_miss_stall`` itself is taken from the base profile, not fitted.
 4. **Identifiability.** At the start point the Jacobian of the residuals is taken by
    finite differences. A parameter is *not identified by the data* when moving it anywhere
    within its bounds would change no point by SENS_TOL (2%, linearised), or when its
@@ -881,6 +890,17 @@ def _rms(sim: Simulator, values: np.ndarray) -> float:
     return float(math.sqrt(np.mean(sim.residuals(values) ** 2)))
 
 
+def _cost_of(sim: Simulator, values: np.ndarray, j: int, g: int, scope: list[int],
+             weights: np.ndarray | None) -> tuple[float, np.ndarray]:
+    """(weighted cost, predictions) of the rows ``scope`` with parameter j at ``g``."""
+    v = values.copy()
+    v[j] = g
+    pred = sim.predict(v, scope) if scope else np.zeros(0)
+    r = pred / sim.measured[scope] - 1.0 if scope else np.zeros(0)
+    w = weights[scope] if weights is not None else sim.weights[scope]
+    return float(np.sum(w * r * r)), pred
+
+
 def _grid_search(sim: Simulator, values: np.ndarray, j: int, rows: list[int] | None = None,
                  weights: np.ndarray | None = None
                  ) -> tuple[int, bool, list[int], list[int]]:
@@ -895,12 +915,7 @@ def _grid_search(sim: Simulator, values: np.ndarray, j: int, rows: list[int] | N
     costs: dict[int, float] = {}
     preds: dict[int, np.ndarray] = {}
     for g in p.grid():
-        v = values.copy()
-        v[j] = g
-        preds[g] = sim.predict(v, scope) if scope else np.zeros(0)
-        r = preds[g] / sim.measured[scope] - 1.0 if scope else np.zeros(0)
-        w = weights[scope] if weights is not None else sim.weights[scope]
-        costs[g] = float(np.sum(w * r * r))
+        costs[g], preds[g] = _cost_of(sim, values, j, g, scope, weights)
     ref = preds[min(preds, key=lambda g: abs(math.log(g / p.base)))]
     moved = set()
     for g, pr in preds.items():
@@ -912,6 +927,41 @@ def _grid_search(sim: Simulator, values: np.ndarray, j: int, rows: list[int] | N
     ties = [g for g, c in costs.items() if c <= cmin * (1 + 1e-9) + 1e-15]
     best = min(ties, key=lambda g: (abs(math.log(g / p.base)), g))
     return best, responds, sorted(ties), sorted(moved)
+
+
+def _equal_fit_range(sim: Simulator, values: np.ndarray, j: int, ties: list[int]
+                     ) -> tuple[int, int]:
+    """The whole numbers next to the grid values ``ties`` that fit at least as well.
+
+    The grid (base x 2^k) skips values, and a step in the data, such as a cache the QPs
+    outgrow, lies anywhere between two sweep points: the data bound a count to a range
+    that can reach past the grid values, or lie between them and the base. Bisection on
+    each side, between the outermost equal fit and the next grid value, which fits worse
+    (the cost is taken to step once there)."""
+    p = sim.params[j]
+    scope = sim.in_scope(p)
+    cmin = _cost_of(sim, values, j, ties[0], scope, None)[0]
+
+    def good(g: int) -> bool:
+        return _cost_of(sim, values, j, g, scope, None)[0] <= cmin * (1 + 1e-9) + 1e-15
+
+    grid = p.grid()
+    below = [g for g in grid if g < ties[0]]
+    above = [g for g in grid if g > ties[-1]]
+    lo, hi = ties[0], ties[-1]
+    if below:
+        bad, ok = below[-1], lo
+        while ok - bad > 1:
+            mid = (ok + bad) // 2
+            bad, ok = (bad, mid) if good(mid) else (mid, ok)
+        lo = ok
+    if above:
+        ok, bad = hi, above[0]
+        while bad - ok > 1:
+            mid = (ok + bad) // 2
+            ok, bad = (mid, bad) if good(mid) else (ok, mid)
+        hi = ok
+    return lo, hi
 
 
 def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] | None = None,
@@ -1036,6 +1086,10 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
                 values[j] = params[j].base
             free = free2
     fit_values = values.copy()
+    for j in disc:
+        if disc_ok.get(j) and params[j].kind == "count":
+            lo, hi = _equal_fit_range(sim, fit_values, j, disc_ties[j])
+            disc_ties[j] = sorted(set(disc_ties[j]) | {lo, hi})
     fit_pred = sim.predict(fit_values)
     cost_fit = float(np.sum((fit_pred / sim.measured - 1) ** 2))
     log(f"fitted: rms relative error {math.sqrt(cost_fit / len(points)):.4f}")
@@ -1085,7 +1139,7 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
                 lo, hi = r.ci or (r.fitted, r.fitted)
                 r.ci = (float(min(lo, ties[0])), float(max(hi, ties[-1])))
                 r.reason = (f"the data only bound it: {ties[0]}-{ties[-1]} fit equally well; "
-                            "the value nearest the base one is kept")
+                            "the grid value nearest the base one is kept")
             x = p.to_x(r.fitted)
             if not p.discrete and (x <= lb[j] + 1e-3 or x >= ub[j] - 1e-3):
                 r.at_bound = True

@@ -328,8 +328,10 @@ def test_perftest_rows_map_with_their_settings(cx3):
 
 def test_whole_number_parameter_from_a_probe_qps_sweep(tmp_path, cx3):
     """One processing unit (hidden; cx3-qdr has 4) shows in a probe qps sweep: with one PU,
-    several QPs get no more READs through than one. The QP-cache size does not show at
-    these QP counts (the posting CPU is the bottleneck), so it stays at its base value."""
+    several QPs get no more READs through than one. The QP-cache size does not show: 8
+    QPs fit in the smallest cache searched (base / 8 = 12), so no point misses and the
+    cache stays at its base value (cx3-qdr: 96, stalling miss)."""
+    assert cx3.nic.qp_cache_entries // 8 >= 8
     truth = cx3.with_overrides({"nic.processing_units": 1}, "hidden truth")
     pts = [{**_LAT, "payload": 64}]
     pts += [{**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": q,
@@ -352,7 +354,7 @@ def test_whole_number_parameter_from_a_probe_qps_sweep(tmp_path, cx3):
     assert got["nic.processing_units"]["identified"]
     assert got["nic.processing_units"]["fitted"] == 1
     assert got["nic.qp_cache_entries"]["identified"] is False
-    assert got["nic.qp_cache_entries"]["fitted"] == 256
+    assert got["nic.qp_cache_entries"]["fitted"] == cx3.nic.qp_cache_entries
     assert got["pcie.latency"]["fitted"] == pytest.approx(cx3.pcie.latency, rel=0.02)
     assert load_profile(str(out / "pu.yaml")).nic.processing_units == 1
     md = (out / "r" / "report.md").read_text()
@@ -370,41 +372,119 @@ def _fill(points_raw: list[dict], points, truth) -> None:
             raw["mops"], raw["gbps"] = v, v * raw["payload"] * 8 / 1e3
 
 
-def test_qp_cache_from_a_probe_qps_sweep(tmp_path, cx3):
-    """A hidden QP-context cache of 64 entries (cx3-qdr has 256) and 512-B contexts (256)
-    come back from a probe qps sweep that goes past the cache: the latency of READs with
-    the QPs taking turns steps up once they outnumber the cache (every READ then fetches
-    its context over PCIe on both NICs; the step height is the fetch, i.e. the context
-    size given the PCIe latency the single-QP points fix). The throughput points of the
-    sweep stay CPU-bound and do not see the cache."""
-    truth = cx3.with_overrides({"nic.qp_cache_entries": 64, "nic.qp_context_size": 512},
-                               "hidden truth")
+def _base_file(tmp_path: Path, cx3, stall: bool) -> str:
+    """cx3-qdr as shipped, or as a file with ``nic.qpc_miss_stall`` switched."""
+    if stall == cx3.nic.qpc_miss_stall:
+        return "cx3-qdr"
+    raw = yaml.safe_load(Path(cx3.path).read_text())
+    raw["name"] = "cx3-qdr-switched"
+    raw["nic"]["qpc_miss_stall"] = {"value": stall, "source": "test"}
+    f = tmp_path / "cx3-qdr-switched.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    return str(f)
+
+
+def _fit(tmp_path: Path, pts: list[dict], base: str, params: str, boot: int = 8) -> dict:
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    out = tmp_path / "out"
+    assert cli(["calibrate", str(f), "--base", base, "--out", str(out / "qpc.yaml"),
+                "--report", str(out / "r"), "--bootstrap", str(boot), "--seed", "2",
+                "--quiet", "--params", params]) == 0
+    fit = json.loads((out / "r" / "fit.json").read_text())
+    fit["by_key"] = {p["key"]: p for p in fit["params"]}
+    fit["profile"] = load_profile(str(out / "qpc.yaml"))
+    return fit
+
+
+@pytest.mark.parametrize("stall", [True, False])
+def test_qp_cache_from_a_probe_qps_sweep(tmp_path, cx3, stall):
+    """A hidden QP-context cache of 48 entries (cx3-qdr has 96) and 512-B contexts (256)
+    come back from a probe qps sweep that goes past the cache, whether a miss holds the
+    PU (cx3-qdr) or not (the base with ``qpc_miss_stall`` off; the truth has the base's
+    flag): the latency of READs with the QPs taking turns steps up once they outnumber
+    the cache (every READ then fetches its context over PCIe on both NICs; the step
+    height is the fetch, i.e. the context size given the PCIe latency the single-QP
+    points fix). One operation in flight waits for its context either way. The sweep has
+    32 and 64 QPs: every cache of 32-63 entries fits as well, and the CI covers them (the
+    bootstrap may widen it upwards: a resample without the 64-QP point cannot rule out
+    larger caches; it never reaches the base). The throughput points (one posting thread) stay CPU-bound even with the stall: the 4
+    PUs fetch contexts faster than one core posts."""
+    base = _base_file(tmp_path, cx3, stall)
+    base_prof = load_profile(base)
+    assert base_prof.nic.qpc_miss_stall is stall and base_prof.nic.qp_cache_entries == 96
+    truth = base_prof.with_overrides({"nic.qp_cache_entries": 48,
+                                      "nic.qp_context_size": 512}, "hidden truth")
     pts = [{**_LAT, "payload": s} for s in (32, 4096)]
     pts += [{**_LAT, "sweep": "qps", "payload": 32, "qps": q}
             for q in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)]
     pts += [{**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": q,
              "depth": max(2, min(16, 256 // q))} for q in (1, 16, 128)]
     f = _probe(tmp_path / "probe.jsonl", pts)
-    points, unmapped = F.map_measurements(load_measurements([f]), cx3)
+    points, unmapped = F.map_measurements(load_measurements([f]), base_prof)
     assert not unmapped and len(points) == len(pts)
     _fill(pts, points, truth)
-    f = _probe(tmp_path / "probe.jsonl", pts)
-    out = tmp_path / "out"
-    assert cli(["calibrate", str(f), "--base", "cx3-qdr", "--out", str(out / "qpc.yaml"),
-                "--report", str(out / "r"), "--bootstrap", "8", "--seed", "2", "--quiet",
-                "--params", "nic.qp_cache_entries,nic.qp_context_size,pcie.latency"]) == 0
-    fit = json.loads((out / "r" / "fit.json").read_text())
-    got = {p["key"]: p for p in fit["params"]}
-    for key, want in (("nic.qp_cache_entries", 64), ("nic.qp_context_size", 512)):
+    for p, raw in zip(points, pts):          # the one-thread throughput is CPU-bound
+        if p.quantity == "rate_mops":
+            assert F.simulate(p.exp, base_prof) == pytest.approx(raw["mops"], rel=0.01)
+    fit = _fit(tmp_path, pts, base, "nic.qp_cache_entries,nic.qp_context_size,pcie.latency")
+    got = fit["by_key"]
+    for key, want in (("nic.qp_cache_entries", 48), ("nic.qp_context_size", 512)):
         p = got[key]
         assert p["identified"], p
         assert p["fitted"] == want, p
         lo, hi = p["ci"]
         assert lo <= want <= hi and not lo <= p["base"] <= hi, p   # the base is ruled out
+    lo, hi = got["nic.qp_cache_entries"]["ci"]
+    assert lo == 32 and hi >= 63
     assert got["pcie.latency"]["fitted"] == pytest.approx(cx3.pcie.latency, rel=0.02)
-    prof = load_profile(str(out / "qpc.yaml"))
-    assert (prof.nic.qp_cache_entries, prof.nic.qp_context_size) == (64, 512)
+    prof = fit["profile"]
+    assert (prof.nic.qp_cache_entries, prof.nic.qp_context_size) == (48, 512)
+    assert prof.nic.qpc_miss_stall is stall
     assert fit["rms_rel_err_fit"] < 0.002
+
+
+def test_qp_cache_off_the_grid_is_bounded_not_pinned(tmp_path, cx3):
+    """A hidden cache of 64 entries is not on the grid searched from cx3-qdr's 96 (12 x
+    2^k), and a sweep at powers of two cannot tell it from 96 (64 QPs fit in both, 128
+    in neither): the fit keeps the base value, and its CI is the range the data allow,
+    64-127, which holds the truth."""
+    truth = cx3.with_overrides({"nic.qp_cache_entries": 64}, "hidden truth")
+    pts = [{**_LAT, "payload": 32}]
+    pts += [{**_LAT, "sweep": "qps", "payload": 32, "qps": q} for q in (16, 32, 64, 128, 256)]
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    points, _ = F.map_measurements(load_measurements([f]), cx3)
+    _fill(pts, points, truth)
+    got = _fit(tmp_path, pts, "cx3-qdr", "nic.qp_cache_entries,pcie.latency")["by_key"]
+    p = got["nic.qp_cache_entries"]
+    assert p["identified"] and p["fitted"] == 96 and p["ci"] == [64, 127], p
+    assert "64-127 fit equally well" in p["reason"]
+
+
+def test_stalling_miss_shows_in_throughput_with_several_posting_threads(tmp_path, cx3):
+    """With a stalling miss (cx3-qdr) and 4 posting threads, READ throughput falls once
+    the QPs outnumber the cache (each miss holds a PU for a PCIe fetch of the context).
+    From these throughput points alone the fit finds a hidden cache of 48 entries and
+    512-B contexts: where the rate falls is the cache size (the 4 threads do not take
+    turns strictly, so at 64 QPs some operations still hit, as many as the size allows),
+    how far it falls the fetch time. The probe's qps sweep posts from one thread; these
+    points are what a qps sweep with several threads would measure."""
+    assert cx3.nic.qpc_miss_stall
+    truth = cx3.with_overrides({"nic.qp_cache_entries": 48, "nic.qp_context_size": 512},
+                               "hidden truth")
+    pts = [{**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": q,
+             "threads": 4, "depth": max(2, min(16, 256 // q))} for q in (16, 32, 64, 128)]
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    points, unmapped = F.map_measurements(load_measurements([f]), cx3)
+    assert not unmapped and len(points) == len(pts)
+    _fill(pts, points, truth)
+    rate = {raw["qps"]: raw["mops"] for raw in pts if "mops" in raw}
+    assert rate[64] < 0.8 * rate[32] and rate[128] < 0.5 * rate[32], rate
+    fit = _fit(tmp_path, pts, "cx3-qdr", "nic.qp_cache_entries,nic.qp_context_size", 0)
+    got = fit["by_key"]
+    for key, want in (("nic.qp_cache_entries", 48), ("nic.qp_context_size", 512)):
+        p = got[key]
+        assert p["identified"] and p["fitted"] == want, p
+    assert fit["rms_rel_err_base"] > 0.1 and fit["rms_rel_err_fit"] < 0.002
 
 
 # ---- probe experiments: shortcuts against full simulations -------------------------------
@@ -436,6 +516,11 @@ def test_post_to_cqe_write_is_not_the_ping_pong(cx3):
 @pytest.mark.parametrize("tool,size,qps,threads,addresses,over", [
     ("ib_read_bw", 32, 4, 4, 1, {}),
     ("ib_write_bw", 32, 8, 8, 1, {}),          # past the 7 dedicated doorbell registers
+    # Stalling misses from 4 threads: the hit pattern of the QP cache settles over
+    # hundreds of operations per QP, two runs of 31 and 62 give 17.4 Mops, 2000 16.7.
+    pytest.param("ib_read_bw", 32, 64, 4, 1, {"nic.qp_cache_entries": 48},
+                 marks=pytest.mark.xfail(strict=True, reason="extrapolation 4% high "
+                                         "under stalling QP-context misses")),
     ("ib_atomic_bw", 8, 4, 1, 16, {"nic.atomic_units": 4, "nic.atomic_mode": "concurrent"}),
 ])
 def test_threads_and_addresses_extrapolation_matches_a_full_run(cx3, tool, size, qps, threads,
