@@ -49,7 +49,6 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "TPC-C: FaRM > FaSST",
         "SmallBank: FaSST comparable to FaRM"},
     ("fig14_as_released", "demo"): {"TPC-C: DrTM+H 1.41x FaSST at one coroutine",
-                                    "TPC-C: DrTM+H up to 1.89x DrTM+R",
                                     "TPC-C: DrTM+H up to 2.50x FaRM"},
     ("fig14_as_released", "full"): {"TPC-C: DrTM+H up to 1.89x DrTM+R",
                                     "TPC-C: DrTM+H up to 2.50x FaRM",
@@ -58,7 +57,6 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig15_latency_breakdown", "demo"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
     ("fig17_cx3", "demo"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)"},
-    ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)"},
 }
 
 
