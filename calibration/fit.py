@@ -167,9 +167,11 @@ class Param:
     # sums of times, so the simulator is close to linear in them) and logarithms for rates
     # (value = base x e^x: transfer times go as 1 / rate).
     def to_x(self, v: float) -> float:
+        """Fit coordinate of value ``v`` [base units] (inverse of :meth:`from_x`)."""
         return math.log(v / self.base) if self.kind == "rate" else v / self.base - 1.0
 
     def from_x(self, x: float) -> float:
+        """Value [base units] at fit coordinate ``x`` (0 is the base value)."""
         return self.base * math.exp(x) if self.kind == "rate" else self.base * (1.0 + x)
 
     def dlog_dx(self, x: float) -> float:
@@ -616,6 +618,8 @@ class Simulator:
         self.weights = np.ones(len(points))
 
     def profile(self, values: tuple, exp: Experiment | None = None) -> Profile:
+        """The base profile with ``values`` (one per fitted param) and ``exp``'s MTU,
+        outstanding-read and inline overrides; the 256 most recent are cached."""
         extra = (exp.mtu, exp.outstanding, exp.max_inline) if exp else (None, None, None)
         key = (values, extra)
         prof = self._profiles.get(key)
@@ -639,10 +643,14 @@ class Simulator:
         return prof
 
     def key(self, values: Sequence[float]) -> tuple:
+        """Cache key of ``values``: whole-number params rounded, so values that round
+        alike share one simulator run."""
         return tuple(int(round(v)) if p.discrete else float(v)
                      for p, v in zip(self.params, values))
 
     def run(self, exp: Experiment, values: tuple) -> float:
+        """:func:`simulate` ``exp`` at ``values`` (a :meth:`key`), cached: median
+        latency [us] or message rate [Mops], before the point's ``factor``."""
         k = (exp, values)
         v = self.cache.get(k)
         if v is None:
@@ -660,6 +668,7 @@ class Simulator:
         return np.array([self.points[i].factor * self.run(self.points[i].exp, vk) for i in idx])
 
     def residuals(self, values: Sequence[float], rows: Sequence[int] | None = None) -> np.ndarray:
+        """Relative residuals simulated / measured - 1 of ``rows`` (all if None), unweighted."""
         meas = self.measured if rows is None else self.measured[list(rows)]
         return self.predict(values, rows) / meas - 1.0
 
@@ -967,7 +976,16 @@ def _equal_fit_range(sim: Simulator, values: np.ndarray, j: int, ties: list[int]
 def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] | None = None,
               bootstrap: int = 20, seed: int = 1, iterations: int = 20,
               quiet: bool = True, weighting: str = "points") -> FitResult:
-    """Fit ``base_name``'s parameters to the measurements in ``inputs`` (see module doc)."""
+    """Fit ``base_name``'s parameters to the measurements in ``inputs`` (see module doc).
+
+    ``inputs`` are perftest outputs and probe JSON-lines files or directories;
+    ``base_name`` a profile name or YAML path; ``param_names`` dotted profile keys
+    (default: ``DEFAULT_PARAMS`` plus ``SWEEP_PARAMS``/``PAGES_PARAMS`` when the data
+    hold several-QP or random-offset experiments); ``bootstrap`` resamples for the 95%
+    intervals (0: none); ``iterations`` simulator evaluations per least-squares round;
+    ``weighting`` ``"points"`` or ``"series"``. Returns the :class:`FitResult`
+    (:func:`write_profile` and :mod:`calibration.report` turn it into files); raises
+    :class:`InputError` when no measurement can be read."""
     log = _Log(quiet)
     t_start = time.perf_counter()
     base = load_profile(base_name)

@@ -433,6 +433,7 @@ class ProbeRun:
 
     @property
     def complete(self) -> bool:
+        """True when the file ends with an ``end`` line of status ``ok`` (the run finished)."""
         return self.end is not None and self.end.get("status") == "ok"
 
 

@@ -356,7 +356,12 @@ def run_multiobj(profile, w: MultiObjWorkload, nodes: int, nics_per_node: int = 
                  threads: int = 24, seed: int = 1, warmup_ns: float = 30_000.0,
                  measure_ns: float = 30_000.0, topology: dict | None = None,
                  cores: int | None = None) -> dict[str, float]:
-    """Run one point of the multi-object benchmark; returns its metrics (module doc)."""
+    """Run one point of the multi-object benchmark; returns its metrics (module doc).
+
+    ``nodes`` x ``nics_per_node`` NICs, ``threads`` worker threads per node on ``cores``
+    cores (default: the profile's); ``warmup_ns`` and ``measure_ns`` [ns] are stretched
+    by :func:`stretch_window` for large payloads, and the window used is returned as
+    ``measure_us`` [us]. Throughputs are in M/s (``throughput_mtxns``), latencies in us."""
     from rnicsim.cluster import Cluster
     from rnicsim.sim import Simulation
 

@@ -2,8 +2,8 @@
 
 Each ``expected:`` entry of a scenario (see :mod:`rnicsim.scenario`) names a claim id of
 CLAIMS.md, a metric, the published value and a check kind; :func:`evaluate` returns, per
-entry, ``{"claim", "published", "measured", "holds", "kind", "note"}``. Rows are dicts of
-swept values and metrics (one per scenario point).
+entry, ``{"claim", "kind", "metric", "published", "measured", "holds", "note", "source"}``.
+Rows are dicts of swept values and metrics (one per scenario point).
 """
 from __future__ import annotations
 
@@ -41,7 +41,10 @@ def _paired(rows: list[dict], a: dict, b: dict, over: str, rng: dict, metric: st
 
 
 def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
-    """Evaluate every claim check of ``expected`` on ``rows``."""
+    """Evaluate every claim check of ``expected`` (a scenario's ``expected:`` entries) on
+    ``rows`` (dicts of swept values and metrics, as :func:`rnicsim.runner.run_points`
+    returns); one dict ``{"claim", "kind", "metric", "published", "measured", "holds",
+    "note", "source"}`` per entry, in order. ``measured`` is NaN when no row matches."""
     out = []
     for c in expected:
         measured = float("nan")

@@ -36,7 +36,16 @@ class Node:
 
 
 class Cluster:
-    """Nodes and fabric of one simulated cluster."""
+    """Nodes and fabric of one simulated cluster.
+
+    Params: ``sim`` the :class:`~rnicsim.sim.Simulation`; ``profile`` a loaded
+    :class:`~rnicsim.profile.Profile`; ``nodes`` [count, >= 1]; ``nics_per_node``
+    [count, >= 1]; ``cores`` per node [count] (default: the profile's ``host.cores``);
+    ``topology`` a scenario topology dict (default ``{"kind": "single_switch"}``).
+    ``cluster.nodes[i]`` is node i (``.thread(j)`` its software thread j), ``cluster.nics``
+    every RNIC in node order, ``cluster.fabric`` the links and switches. Raises
+    ValueError for fewer than one node or one NIC per node.
+    """
 
     def __init__(self, sim, profile, nodes: int, nics_per_node: int = 1,
                  cores: int | None = None, topology: dict | None = None) -> None:
@@ -56,7 +65,7 @@ class Cluster:
         self._next_key = 0
 
     def new_key(self) -> int:
-        """A cluster-unique memory key."""
+        """A cluster-unique memory key (1, 2, ...; :meth:`Context.reg_mr` draws its rkeys here)."""
         self._next_key += 1
         return self._next_key
 

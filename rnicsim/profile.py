@@ -305,7 +305,12 @@ class Profile:
         self.link.rate = self.link.signal_rate * self.link.encoding  # data rate [bit/s]
 
     def with_overrides(self, overrides: dict[str, Any], source: str = "override") -> "Profile":
-        """A copy with ``{"section.param": value}`` replaced (validated like the file)."""
+        """A copy with ``{"section.param": value}`` replaced (validated like the file).
+
+        A value is a unit string (``"80ns"``, ``"100Gbps"``, ``"4KiB"``) or a number in
+        base units (ns, bit/s, B, Hz); each replaced parameter's ``source`` becomes
+        ``"<source>: key=value"``. Raises :class:`InputError` naming ``source`` and the
+        key for an unknown key or an invalid value; ``self`` is unchanged."""
         # model_dump gives values in base units (ns, B, bit/s), which validate unchanged.
         raw = self.model.model_dump(mode="python")
         for key, value in overrides.items():

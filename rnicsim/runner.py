@@ -35,7 +35,9 @@ def point_profile(sc: Scenario):
 
 
 def run_point(sc: Scenario) -> dict[str, float]:
-    """Run one scenario point and return its metrics."""
+    """Run one scenario point (one element of :func:`rnicsim.scenario.points`) and
+    return its metrics by stable name, unit in the name (``throughput_mops`` [M/s],
+    ``lat_p99_us`` [us], ...). Runs in the calling process; writes nothing."""
     return workload_runner(sc.workload.kind)(sc, point_profile(sc))
 
 
@@ -55,7 +57,12 @@ def _fmt(vals: dict[str, Any]) -> str:
 
 
 def run_points(sc: Scenario, jobs: int = 1, progress: bool = True) -> list[dict[str, Any]]:
-    """Rows (swept values + metrics) of every point of ``sc``, in sweep order."""
+    """Rows (swept values + metrics) of every point of ``sc``, in sweep order.
+
+    ``jobs`` > 1 runs points on that many worker processes; ``progress`` prints one line per point on
+    stderr. Every point's profile is loaded first, so a bad one raises
+    :class:`~rnicsim.errors.InputError` before anything runs. Writes nothing; see
+    :func:`run_scenario` for the files."""
     pts = points(sc)
     for _vals, p in pts:      # fail before running anything if a profile is bad
         point_profile(p)

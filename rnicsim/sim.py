@@ -118,7 +118,10 @@ class Trace:
 
     def subscribe(self, fn: Callable[[float, str, str, dict], None], name: str = "*",
                   scope: str = "*") -> None:
-        """Call ``fn(t, name, scope, data)`` for every matching event."""
+        """Call ``fn(t, name, scope, data)`` for every event whose name and scope match
+        the ``fnmatch`` globs ``name`` and ``scope`` (e.g. ``"nic.*"``, ``"n3/*"``);
+        ``t`` is the event time [ns]. ``fn`` must only observe: results are the same with
+        or without subscribers."""
         self._subs.append((name, scope, fn))
         self.enabled = True
 
@@ -160,7 +163,8 @@ class Simulation:
         heappush(self._queue, (self.env._now + delay, 1, next(self._eid), _Call(fn, args)))
 
     def timeout(self, delay: float, value: Any = None) -> simpy.events.Timeout:
-        """A SimPy timeout for software processes."""
+        """A SimPy timeout firing ``delay`` [ns] from now with ``value``, for software
+        processes (hardware uses :meth:`call_in`)."""
         return self.env.timeout(delay, value)
 
     def event(self) -> simpy.events.Event:
@@ -168,7 +172,7 @@ class Simulation:
         return self.env.event()
 
     def process(self, gen: Iterable) -> simpy.events.Process:
-        """Start a software process (a generator)."""
+        """Start a software process (a generator yielding SimPy events); returns it."""
         return self.env.process(gen)
 
     def rng(self, name: str) -> np.random.Generator:
@@ -247,12 +251,14 @@ class Simulation:
 
     # Convenience recorders (no-ops outside the measured window).
     def add(self, name: str, amount: float = 1) -> None:
-        """Increment counter ``name`` while measuring."""
+        """Add ``amount`` to counter ``name`` of ``sim.stats`` while measuring (no-op
+        outside the :meth:`measure` window)."""
         if self.measuring:
             c = self.stats.counters
             c[name] = c.get(name, 0) + amount
 
     def record(self, name: str, value: float) -> None:
-        """Add a sample to histogram ``name`` while measuring."""
+        """Add ``value`` to histogram ``name`` of ``sim.stats`` while measuring (no-op
+        outside the :meth:`measure` window; the unit is the caller's, ns by convention)."""
         if self.measuring:
             self.stats.hist(name).add(value)

@@ -189,7 +189,10 @@ def inline_size(a: PerftestArgs, max_inline: int) -> int:
 
 
 def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
-    """One latency row: ``iters`` sequential operations of ``size`` bytes [us stats]."""
+    """One latency row: ``iters`` sequential operations of ``size`` bytes [B].
+
+    Returns perftest's statistics in us: ``t_min``, ``t_max``, ``t_typical`` (median),
+    ``t_avg``, ``t_stdev``, ``p99``, ``p999``."""
     p = _Pair(a, profile, size)
     sim = p.sim
     q0, q1 = p.qps[0]
@@ -269,7 +272,10 @@ def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]
 
 
 def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
-    """One bandwidth row: ``iters`` operations per QP of ``size`` bytes."""
+    """One bandwidth row: ``iters`` operations per QP of ``size`` bytes [B].
+
+    Returns ``bw_avg`` and ``bw_peak`` [B/s] and ``msg_rate_mpps`` [M/s], as perftest
+    computes them (peak: the best CQ-moderation window)."""
     p = _Pair(a, profile, size)
     sim = p.sim
     depth = a.tx_depth or (128 if "atomic" not in a.tool else 128)

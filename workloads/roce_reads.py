@@ -108,6 +108,7 @@ class RemoteReadSpec:
 
     @property
     def one_sided(self) -> bool:
+        """True for the READ methods (served by the server's NIC, no server thread)."""
         return self.method.startswith("read")
 
 
@@ -439,7 +440,10 @@ class RemoteReads:
 def run_remote_reads(profile, spec: RemoteReadSpec, nodes: int | None = None, seed: int = 1,
                      warmup_ns: float = 50_000, measure_ns: float = 200_000,
                      topology: dict | None = None) -> dict[str, float]:
-    """Build a cluster (``clients + 1`` nodes unless given), run ``spec``, return metrics."""
+    """Build a cluster (``clients + 1`` nodes unless given), run ``spec``, return metrics.
+
+    ``warmup_ns`` and ``measure_ns`` [ns]; metrics as in the module doc (throughput
+    [M/s], bandwidths [Gb/s], latencies [us], CPU in cores)."""
     sim = Simulation(seed)
     cluster = Cluster(sim, profile, nodes or spec.clients + 1, 1, topology=topology)
     rr = RemoteReads(sim, cluster, spec)

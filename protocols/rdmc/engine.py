@@ -1040,7 +1040,9 @@ class Rdmc:
                      max_message: int = 1 << 31, on_incoming: Callable | None = None,
                      on_complete: Callable | None = None,
                      on_failure: Callable | None = None) -> Group:
-        """Create a group over ``members`` (node ids; the first is the root)."""
+        """Create a group over ``members`` (node ids; the first is the root) that sends
+        messages of at most ``max_message`` [B] in blocks of ``block_size`` [B] along
+        ``algorithm``'s schedule. Raises ValueError for an unknown algorithm."""
         if algorithm not in S.ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}: one of {', '.join(S.ALGORITHMS)}")
         g = Group(self, len(self.groups), members, block_size, algorithm, rack_size,

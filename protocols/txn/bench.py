@@ -28,7 +28,9 @@ from .store import Store
 
 @dataclass
 class Bench:
-    """Everything of one built point."""
+    """Everything of one built point (:func:`build`): the simulation, cluster, RPC mesh,
+    store, OCC system and workload, with ``threads`` per node and ``coroutines`` per
+    thread. Run it once with :func:`run_txn_bench`."""
 
     sim: Simulation
     cluster: Cluster
@@ -95,7 +97,9 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
 
 
 def metrics(b: Bench, measure_ns: float, end_ns: float) -> dict[str, float]:
-    """Metrics of the measured window of a finished run."""
+    """Metrics of the measured window (``measure_ns`` [ns]) of a run that ended at
+    ``end_ns`` [ns]: throughputs [M/s], latencies [us] (per phase: mean per committed
+    transaction), ``abort_rate`` and ``cpu_util`` [0-1], ``committed`` [count]."""
     st = b.occ.stats
     h = b.sim.stats.hist("txn_lat").summary()
     n = max(1, st.committed)
