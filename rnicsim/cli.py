@@ -17,14 +17,19 @@ from .errors import InputError
 USAGE = """usage: rnicsim COMMAND [ARGS]
 
 commands:
-  run FILE --out DIR [--set a.b=v]... [--seed N]   run a scenario, write results
-  validate FILE                                    check a scenario file
-  profiles [NAME]                                  list NIC profiles or show one
-  perftest TOOL [perftest flags] [--nic PROFILE]   perftest on two simulated hosts
-  reproduce NAME [--json]                          reproduce a paper's claims
-  rdmc-schedule --algorithm A -n N -k K [--json]   print an RDMC block schedule
-  check-history FILE                               check a history for serializability
-  calibrate INPUT... --base P --out F --report D   fit a profile to measurements
+  run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N] [--quiet]
+                                   run a scenario, write results and plots
+  validate FILE... [--set a.b=v]   check scenario files
+  profiles [NAME|PATH] [--json]    list NIC profiles or show one with its sources
+  perftest TOOL [perftest flags] [--nic PROFILE] [--set section.param=v]
+                                   perftest on two simulated hosts
+  reproduce NAME [--size S] [--only SCENARIO]... [--jobs N] [--out DIR] [--json]
+                                   reproduce a paper's claims (drtmh, roce, rdmc)
+  rdmc-schedule --algorithm A -n N -k K [--json]
+                                   print an RDMC block schedule
+  check-history FILE               check a history for serializability
+  calibrate INPUT... --base P --out F --report D
+                                   fit a profile to measurements
 
 'rnicsim COMMAND --help' describes one command.
 """
