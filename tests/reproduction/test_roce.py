@@ -20,6 +20,7 @@ SCENARIOS = ["fig1_latency", "fig2_throughput", "fig3_latency_cpu_contention",
 # (scenario, claim, start of the note) of the checks the model reproduces.
 HOLDS = {
     ("fig1_latency", "E2", "READ-Poll under half of READ-Intr"),
+    ("fig1_latency", "E3", "latency minus wire time grows >10%"),   # 1.102: SEND/SEND-Intr
     ("fig2_throughput", "E4", "READ beats the SEND/SEND"),
     ("fig2_throughput", "E4", "polling vs interrupts barely matters"),
     ("fig2_throughput", "E5", "larger objects favour the compound read"),
