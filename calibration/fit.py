@@ -44,10 +44,11 @@ Method (see ``calibration/README.md``, "Fit a profile"):
    cache and entry size when they hold random-offset ones. The QP cache shows in the
    latency of the probe's qps sweep (a step once the QPs outnumber the cache: every
    operation then fetches its context), alike whether a miss holds the PU
-   (``nic.qpc_miss_stall``) or not. Its throughput points, one posting thread, stay
-   CPU-bound on the shipped profiles either way; with several posting threads and a
-   stalling miss the rate falls once the QPs outnumber the cache, by the fetch time
-   (context size and PCIe latency), and the fit uses that as any other point (the
+   (``nic.qpc_miss_stall``) or not. Its one-thread throughput points stay CPU-bound on
+   the shipped profiles either way; its ``--qps-threads`` points (several posting
+   threads, each owning a block of the QPs, mapped with the same ``threads``) fall
+   once the QPs outnumber the cache when a miss stalls, by the fetch time (context size
+   and PCIe latency), and the fit uses them as any other point (the
    bandwidth shortcut below is then a few % high: the cache's hit pattern settles over
    hundreds of operations per QP).
    ``nic.qpc_miss_stall`` itself is taken from the base profile, not fitted.
@@ -536,8 +537,13 @@ def map_measurements(ms: list[Measurement], base: Profile
                                  warmup=warmup, **remote)
             xattr, xlabel = _SWEEP_X.get(m.sweep, ("payload", "payload [B]"))
             x = float(getattr(m, xattr, payload))
-            fixed = {k: getattr(m, k) for k in ("qps", "depth", "batch", "signal_every",
-                                                 "inline") if k != xattr}
+            # a series: the points of one sweep that differ only in its x. The qps sweep's
+            # depth per QP follows the QP count (max(2, min(16, 256 / QPs))), so it is part
+            # of x there, not of the series; its one-thread and several-thread throughput
+            # points are two series.
+            fixed = {k: getattr(m, k) for k in ("qps", "threads", "depth", "batch",
+                                                 "signal_every", "inline")
+                     if k != xattr and not (m.sweep == "qps" and k == "depth")}
             if xattr != "payload":
                 fixed["payload"] = payload
             series = f"{Path(src).name}|{m.sweep}|{verb}|{m.transport}|{m.kind}|" + \
@@ -546,6 +552,8 @@ def map_measurements(ms: list[Measurement], base: Profile
                      f"{'latency' if m.kind == 'lat' else 'throughput'}"
                      + (" inline" if m.inline and xattr != "inline" else "")
                      + (f" {payload} B" if xattr != "payload" else "")
+                     + (f" {m.threads} threads" if m.threads > 1 and xattr != "threads"
+                        else "")
                      + f" ({Path(src).name})")
         else:
             skip(f"unknown tool {m.tool!r}")

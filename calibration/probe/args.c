@@ -76,6 +76,9 @@ void probe_usage(FILE *f)
         "  --max-qps N           largest QP count of the qps sweep (default 4096)\n"
         "  --max-threads N       largest thread count of the threads sweep\n"
         "                        (default: online CPUs, at most 16)\n"
+        "  --qps-threads N       the qps sweep also measures throughput with N posting\n"
+        "                        threads, each owning QPs/N of the QPs (default: 4, at most\n"
+        "                        the online CPUs; 1: one thread only)\n"
         "  --region-mb N         largest registered region of the pages sweep (default 1024)\n"
         "\n"
         "exit status: 0 success; 1 runtime failure; 2 bad flags, no RDMA device, or peer\n"
@@ -243,7 +246,7 @@ int probe_parse_args(int argc, char *const argv[], struct probe_args *a, char *e
         static const char *const WITH_VALUE[] = {
             "--client", "--port", "--dev", "--ib-port", "--gid-index", "--out", "--sweeps",
             "--iters", "--bw-iters", "--time-limit", "--connect-timeout", "--max-qps",
-            "--max-threads", "--region-mb",
+            "--max-threads", "--qps-threads", "--region-mb",
         };
         int known = 0;
         for (size_t k = 0; k < sizeof WITH_VALUE / sizeof WITH_VALUE[0]; k++)
@@ -332,6 +335,12 @@ int probe_parse_args(int argc, char *const argv[], struct probe_args *a, char *e
                 return ARGS_ERROR;
             a->max_threads = (int)lv;
             client_only = "--max-threads";
+        } else if (strcmp(name, "--qps-threads") == 0) {
+            /* a thread per QP at most: 1024 threads already need --max-qps >= 1024 */
+            if (parse_long(name, val, 1, 1024, &lv, err, errlen))
+                return ARGS_ERROR;
+            a->qps_threads = (int)lv;
+            client_only = "--qps-threads";
         } else if (strcmp(name, "--region-mb") == 0) {
             if (parse_long(name, val, 2, 1L << 20, &a->region_mb, err, errlen))
                 return ARGS_ERROR;
@@ -352,6 +361,13 @@ int probe_parse_args(int argc, char *const argv[], struct probe_args *a, char *e
     }
     if (a->role == ROLE_CLIENT && server_only) {
         seterr(err, errlen, "%s is a server option", server_only);
+        return ARGS_ERROR;
+    }
+    /* every posting thread owns at least one QP: N threads need N QPs (checked after the
+     * loop, so that the order of --qps-threads and --max-qps does not matter) */
+    if (a->qps_threads > a->max_qps) {
+        seterr(err, errlen, "--qps-threads %d needs at least %d QPs, but --max-qps is %d",
+               a->qps_threads, a->qps_threads, a->max_qps);
         return ARGS_ERROR;
     }
     return ARGS_OK;

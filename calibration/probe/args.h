@@ -43,6 +43,9 @@ struct probe_args {
     double connect_timeout;  /* --connect-timeout: seconds */
     int max_qps;             /* --max-qps */
     int max_threads;         /* --max-threads; 0: online CPUs capped at 16 */
+    int qps_threads;         /* --qps-threads: posting threads of the qps sweep's second
+                              * throughput point; 0: qps_threads_default(online CPUs);
+                              * 1: no such point (one thread only, as before) */
     long region_mb;          /* --region-mb: largest region of the pages sweep */
     int once;                /* --once (server) */
     int quiet;               /* --quiet */

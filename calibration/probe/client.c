@@ -2,6 +2,7 @@
  * (schema: SCHEMA.md). Every sweep point gets fresh QPs and memory on both sides:
  * SETUP -> CONNECT -> measure -> TEARDOWN over the TCP bootstrap channel. */
 #include "net.h"
+#include "plan.h"
 #include "probe.h"
 #include "stats.h"
 #include "util.h"
@@ -9,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,12 +538,16 @@ static int bw_measure(struct client *c, const struct point *pt, struct qpset *qs
     }
     uint64_t start = now_ns();
     uint64_t tl = (uint64_t)(c->a->time_limit * 1e9);
-    int qps_per_job = qs->n / T;
+    /* thread t owns block t of the QPs and polls CQ t, which holds exactly their
+     * completions (qpset_create put them there with the same split, plan.h); run_point
+     * checked that the threads divide the QPs, so every block has qs->n / T QPs */
     for (int t = 0; t < T; t++) {
         struct bw_job *j = &jobs[t];
-        j->qps = &qs->qp[t * qps_per_job];
+        int first, qps_per_job;
+        qp_block_range(qs->n, T, t, &first, &qps_per_job);
+        j->qps = &qs->qp[first];
         j->nqps = qps_per_job;
-        j->cq = qs->scq[t % qs->ncq];
+        j->cq = qs->scq[t];
         j->pt = pt;
         j->lm = lm;
         j->tgt = *tgt;
@@ -1009,6 +1015,31 @@ static int sweep_bw(struct client *c)
     return 0;
 }
 
+/* Posting threads of the qps sweep's second throughput point: --qps-threads, or the
+ * default for the CPUs this process may run on (its affinity mask, so that numactl and
+ * taskset count: threads sharing a core would measure the scheduler, not the NIC). */
+static int qps_threads_of(const struct probe_args *a)
+{
+    if (a->qps_threads > 0)
+        return a->qps_threads;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        cpus = CPU_COUNT(&set);
+    return qps_threads_default(cpus);
+}
+
+/* At every QP count n: a latency point with the QPs taking turns, a throughput point from
+ * one posting thread (round robin over all n QPs), and one from T = --qps-threads posting
+ * threads, each owning n/T of the QPs (n rounded down to a multiple of T; none while
+ * n < T). One thread stays CPU-bound at any QP count on a ConnectX-3 (its 4 processing
+ * units fetch contexts faster than one core posts), so only the T-thread points show a
+ * QP-context miss that holds the processing unit (the rate falls once the QPs outnumber
+ * the NIC's cache). The threads own disjoint QPs as real multi-threaded clients do (a QP
+ * shared between threads serialises their posts on its lock) and as the simulator's
+ * experiment does; the NIC still sees every QP once in about n operations, since the
+ * threads post concurrently, so the cache holds the same QPs it would for one thread. */
 static int sweep_qps(struct client *c)
 {
     long lim = c->a->max_qps;
@@ -1020,11 +1051,10 @@ static int sweep_qps(struct client *c)
         lim = peer_lim;
     if (lim < 1)
         lim = 1;
+    int T = qps_threads_of(c->a);
     for (long n = 1;; n *= 2) {
         if (n > lim)
             n = lim;
-        int depth = (int)(256 / n);
-        depth = depth < 2 ? 2 : depth > 16 ? 16 : depth;
         long ops = c->a->bw_iters > n * 16 ? c->a->bw_iters : n * 16;
         /* latency with the QPs taking turns: a step where they outgrow the QP cache */
         struct point l = mk(SW_QPS, V_READ, TP_RC, M_CQE, 32, c->a->iters);
@@ -1034,13 +1064,26 @@ static int sweep_qps(struct client *c)
             return -1;
         if (st == POINT_SKIP)
             break; /* more QPs will not fit either */
-        struct point p = mk_bw(SW_QPS, V_READ, 32, ops, depth, 1);
+        struct point p = mk_bw(SW_QPS, V_READ, 32, ops, qps_sweep_depth(n), 1);
         p.nqps = (int)n;
         st = do_point(c, &p);
         if (st == POINT_FATAL)
             return -1;
         if (st == POINT_SKIP)
             break; /* more QPs will not fit either */
+        long nt = qps_threaded_count(n, T);
+        if (nt > 0) {
+            long opt = nt * 16 > c->a->bw_iters ? nt * 16 : c->a->bw_iters;
+            /* the same depth per QP and the same total operations as the one-thread point
+             * (pt.iters counts per thread; at least 16 per QP) */
+            struct point q = mk_bw(SW_QPS, V_READ, 32, (opt + T - 1) / T, qps_sweep_depth(nt),
+                                   1);
+            q.nqps = (int)nt;
+            q.threads = T;
+            /* a skip here (e.g. a time limit too short for T threads) does not end the
+             * sweep: the same QPs worked from one thread */
+            RUN(c, &q);
+        }
         if (n == lim)
             break;
     }
@@ -1193,6 +1236,7 @@ static void write_header(struct client *c)
     jw_kv_double(w, "time_limit_s", a->time_limit);
     jw_kv_int(w, "max_qps", a->max_qps);
     jw_kv_int(w, "max_threads", a->max_threads);
+    jw_kv_int(w, "qps_threads", qps_threads_of(a));
     jw_kv_int(w, "region_mb", a->region_mb);
     jw_obj_end(w);
     jw_obj_end(w);

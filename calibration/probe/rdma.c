@@ -1,6 +1,7 @@
 /* rdma.c - see rdma.h. */
 #include "rdma.h"
 #include "hostinfo.h"
+#include "plan.h"
 #include "util.h"
 
 #include <errno.h>
@@ -417,8 +418,12 @@ int qpset_create(struct rdev *d, struct qpset *s, int n, int transport, int ncq,
     for (int i = 0; i < n; i++) {
         struct ibv_qp_init_attr ia;
         memset(&ia, 0, sizeof ia);
-        ia.send_cq = s->scq[i % ncq];
-        ia.recv_cq = s->rcq[i % ncq];
+        /* thread b of a throughput point posts to block b of the QPs and polls CQ b only:
+         * every completion of its QPs must land there (its wr_id is a QP index local to
+         * the thread) */
+        int b = qp_block_of(n, ncq, i);
+        ia.send_cq = s->scq[b];
+        ia.recv_cq = s->rcq[b];
         ia.qp_type = transport == TP_UD ? IBV_QPT_UD : IBV_QPT_RC;
         ia.sq_sig_all = 0;
         ia.cap.max_send_wr = s->sq_depth;

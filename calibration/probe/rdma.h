@@ -53,7 +53,8 @@ void mem_free(struct mem *m);
 struct qpset {
     int n;
     int transport; /* TP_RC / TP_UD */
-    int ncq;       /* QP i uses scq[i % ncq] and rcq[i % ncq] */
+    int ncq;       /* QP i uses scq[b] and rcq[b], b = qp_block_of(n, ncq, i) (plan.h):
+                    * contiguous blocks, the same QPs a posting thread owns */
     struct ibv_qp **qp;
     uint32_t *psn;
     struct ibv_cq **scq, **rcq;

@@ -5,6 +5,7 @@
 #include "hostinfo.h"
 #include "jsonout.h"
 #include "net.h"
+#include "plan.h"
 #include "proto.h"
 #include "stats.h"
 #include "util.h"
@@ -133,6 +134,37 @@ static void test_args(void)
     CHECK(parse(&a, err, sizeof err, "--server", "--out", "f", NULL) == ARGS_ERROR);
     CHECK(strstr(err, "--out is a client option") != NULL);
 
+    /* --qps-threads: a client option, 0 (automatic) unless given, 1..1024, never more
+     * threads than the qps sweep has QPs, whichever flag comes first */
+    CHECK(parse(&a, err, sizeof err, "--client", "h", NULL) == ARGS_OK && a.qps_threads == 0);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--qps-threads", "8", NULL) == ARGS_OK);
+    CHECK(a.qps_threads == 8);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--qps-threads=1", NULL) == ARGS_OK);
+    CHECK(a.qps_threads == 1);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--qps-threads", "0", NULL) ==
+          ARGS_ERROR);
+    CHECK(strstr(err, "--qps-threads: expected an integer in 1..1024, got 0") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--qps-threads", "1025", NULL) ==
+          ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--qps-threads", "four", NULL) ==
+          ARGS_ERROR);
+    CHECK(strstr(err, "--qps-threads: expected an integer, got 'four'") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--qps-threads", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--qps-threads needs a value") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--qps-threads", "4", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--qps-threads is a client option") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--qps-threads", "8", "--max-qps", "4",
+                NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--qps-threads 8 needs at least 8 QPs, but --max-qps is 4") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--max-qps", "4", "--qps-threads", "8",
+                NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--max-qps is 4") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--max-qps", "4", "--qps-threads", "4",
+                NULL) == ARGS_OK);
+    /* the automatic count is capped later, by qps_threaded_count: a small --max-qps alone
+     * is fine */
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--max-qps", "2", NULL) == ARGS_OK);
+
     unsigned m = 0;
     CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && m == SWEEPS_ALL);
     CHECK(parse_sweep_list("pages,lat", &m, err, sizeof err) == 0 &&
@@ -158,6 +190,7 @@ static void test_args(void)
             for (int i = 0; i < SW_COUNT; i++)
                 CHECK(strstr(buf, sweep_name(i)) != NULL);
             CHECK(strstr(buf, "--time-limit") != NULL && strstr(buf, "exit status") != NULL);
+            CHECK(strstr(buf, "--qps-threads N") != NULL);
         }
         free(buf);
         fclose(f);
@@ -685,6 +718,64 @@ static void test_util(void)
     CHECK(t2 >= t1);
 }
 
+/* ---- sweep plan ------------------------------------------------------------------------ */
+
+static void test_plan(void)
+{
+    /* default: 4 posting threads, at most one per online CPU */
+    CHECK(qps_threads_default(64) == 4 && qps_threads_default(4) == 4);
+    CHECK(qps_threads_default(2) == 2 && qps_threads_default(1) == 1);
+    CHECK(qps_threads_default(0) == 1 && qps_threads_default(-1) == 1);
+
+    /* depth per QP of the qps sweep: about 256 in flight from 16 QPs on, 2..16 per QP */
+    CHECK(qps_sweep_depth(1) == 16 && qps_sweep_depth(16) == 16 && qps_sweep_depth(32) == 8);
+    CHECK(qps_sweep_depth(64) == 4 && qps_sweep_depth(128) == 2 && qps_sweep_depth(4096) == 2);
+    CHECK(qps_sweep_depth(100) == 2 && qps_sweep_depth(0) == 16);
+
+    /* the several-thread point: none below T QPs or with one thread; else a multiple of T */
+    CHECK(qps_threaded_count(1, 4) == 0 && qps_threaded_count(2, 4) == 0);
+    CHECK(qps_threaded_count(4, 4) == 4 && qps_threaded_count(128, 4) == 128);
+    CHECK(qps_threaded_count(4030, 4) == 4028 && qps_threaded_count(7, 3) == 6);
+    CHECK(qps_threaded_count(64, 1) == 0 && qps_threaded_count(64, 0) == 0);
+    for (long n = 1; n <= 5000; n = n * 2 + (n % 3)) /* powers of two and odd caps alike */
+        for (int t = 2; t <= 16; t++) {
+            long q = qps_threaded_count(n, t);
+            CHECK(q == 0 ? n < t : (q % t == 0 && q <= n && q > n - t && q >= t));
+        }
+
+    /* the split of a point's QPs over its threads (and CQs): contiguous blocks that cover
+     * every QP exactly once, qp_block_of agreeing with qp_block_range, n/T QPs each when
+     * T divides n - QP i on thread i / (n / T), as in the simulator's experiment */
+    static const int NS[] = {1, 4, 7, 8, 64, 100, 128, 4028};
+    for (size_t k = 0; k < sizeof NS / sizeof NS[0]; k++)
+        for (int T = 1; T <= 16 && T <= NS[k]; T++) {
+            int n = NS[k], next = 0, ok = 1;
+            for (int b = 0; b < T; b++) {
+                int first, count;
+                qp_block_range(n, T, b, &first, &count);
+                if (first != next || count < 0)
+                    ok = 0;
+                if (n % T == 0 && count != n / T)
+                    ok = 0;
+                for (int i = first; i < first + count; i++)
+                    if (qp_block_of(n, T, i) != b || (n % T == 0 && i / (n / T) != b))
+                        ok = 0;
+                next = first + count;
+            }
+            CHECK(ok && next == n);
+        }
+    int first, count;
+    qp_block_range(128, 4, 1, &first, &count);
+    CHECK(first == 32 && count == 32);
+    CHECK(qp_block_of(128, 4, 31) == 0 && qp_block_of(128, 4, 32) == 1);
+    CHECK(qp_block_of(128, 4, 127) == 3);
+    /* not interleaved: the old i % T would have put QP 1 on thread 1 */
+    CHECK(qp_block_of(8, 4, 1) == 0 && qp_block_of(8, 4, 2) == 1);
+    /* a single block (one thread, one CQ) holds everything */
+    qp_block_range(64, 1, 0, &first, &count);
+    CHECK(first == 0 && count == 64 && qp_block_of(64, 1, 63) == 0);
+}
+
 int main(void)
 {
     test_args();
@@ -694,6 +785,7 @@ int main(void)
     test_net();
     test_hostinfo();
     test_util();
+    test_plan();
     printf("test_probe: %d checks, %d failures\n", g_checks, g_failures);
     return g_failures ? 1 : 0;
 }

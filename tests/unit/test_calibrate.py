@@ -466,8 +466,8 @@ def test_stalling_miss_shows_in_throughput_with_several_posting_threads(tmp_path
     From these throughput points alone the fit finds a hidden cache of 48 entries and
     512-B contexts: where the rate falls is the cache size (the 4 threads do not take
     turns strictly, so at 64 QPs some operations still hit, as many as the size allows),
-    how far it falls the fetch time. The probe's qps sweep posts from one thread; these
-    points are what a qps sweep with several threads would measure."""
+    how far it falls the fetch time. These are the points the probe's qps sweep measures
+    with ``--qps-threads 4`` (next to its one-thread ones)."""
     assert cx3.nic.qpc_miss_stall
     truth = cx3.with_overrides({"nic.qp_cache_entries": 48, "nic.qp_context_size": 512},
                                "hidden truth")
@@ -485,6 +485,81 @@ def test_stalling_miss_shows_in_throughput_with_several_posting_threads(tmp_path
         p = got[key]
         assert p["identified"] and p["fitted"] == want, p
     assert fit["rms_rel_err_base"] > 0.1 and fit["rms_rel_err_fit"] < 0.002
+
+
+def _qps_sweep_throughput(max_qps: int, qps_threads: int, bw_iters: int = 20000) -> list[dict]:
+    """The throughput points of the probe's qps sweep as client.c's sweep_qps writes them:
+    at every QP count n = 1, 2, 4 .. max_qps one point from one posting thread, and from
+    n >= qps_threads one from qps_threads threads over n rounded down to a multiple of
+    them (each thread owns n / threads QPs); depth per QP max(2, min(16, 256 / QPs)),
+    iters the operations completed over all threads."""
+    def depth(q: int) -> int:
+        return max(2, min(16, 256 // q))
+    pts, n = [], 1
+    while n <= max_qps:
+        pts.append({**_BW, "sweep": "qps", "method": "throughput", "payload": 32, "qps": n,
+                    "threads": 1, "depth": depth(n), "iters": max(bw_iters, 16 * n)})
+        if qps_threads > 1 and n >= qps_threads:
+            q = n // qps_threads * qps_threads
+            per_thread = -(-max(bw_iters, 16 * q) // qps_threads)
+            pts.append({**_BW, "sweep": "qps", "method": "throughput", "payload": 32,
+                        "qps": q, "threads": qps_threads, "depth": depth(q),
+                        "iters": per_thread * qps_threads})
+        n *= 2
+    return pts
+
+
+def test_probe_qps_sweep_with_posting_threads_finds_a_stalling_cache(tmp_path, cx3):
+    """A probe file with the qps sweep's throughput points from one thread and from 4
+    (``--qps-threads 4``, both written as the probe writes them, no latency points):
+    every point maps to the perftest-like run with its own threads, QPs, depth and
+    payload; the one-thread points are CPU-bound and the same with the hidden cache or
+    the base one, the 4-thread ones fall past the hidden cache (48 entries, 512-B
+    contexts: ConnectX-3's stalling miss), and ``rnicsim calibrate`` recovers both from
+    these throughput points alone. The report plots two throughput series (1 and 4
+    threads), each over all its QP counts although the depth per QP changes with them."""
+    assert cx3.nic.qpc_miss_stall and cx3.nic.qp_cache_entries == 96
+    truth = cx3.with_overrides({"nic.qp_cache_entries": 48, "nic.qp_context_size": 512},
+                               "hidden truth")
+    pts = _qps_sweep_throughput(128, 4)
+    assert [(p["qps"], p["threads"]) for p in pts if p["threads"] > 1] == \
+        [(4, 4), (8, 4), (16, 4), (32, 4), (64, 4), (128, 4)]
+    f = _probe(tmp_path / "probe.jsonl", pts)
+    ms = load_measurements([f])
+    assert sorted({(m.qps, m.threads) for m in ms if m.threads > 1}) == \
+        [(4, 4), (8, 4), (16, 4), (32, 4), (64, 4), (128, 4)]
+    points, unmapped = F.map_measurements(ms, cx3)
+    assert not unmapped and len(points) == len(pts)
+    for p, raw in zip(points, pts):
+        e = p.exp
+        assert (e.tool, e.size, e.qps, e.threads, e.tx_depth, e.cq_mod, e.post_list) == \
+            ("ib_read_bw", 32, raw["qps"], raw["threads"], raw["depth"], 1, 1), (e, raw)
+        assert (e.iters, e.warmup, e.region) == (0, 0, 0)      # steady state
+        assert p.quantity == "rate_mops" and p.x == raw["qps"] and p.xlabel == "QPs"
+    series = {}
+    for p, raw in zip(points, pts):
+        series.setdefault(p.series, set()).add(raw["threads"])
+    assert sorted(series.values(), key=min) == [{1}, {4}], series
+    assert [p.series_title for p, raw in zip(points, pts) if raw["threads"] == 4][0] == \
+        "probe qps: READ RC throughput 32 B 4 threads (probe.jsonl)"
+    _fill(pts, points, truth)
+    one = {raw["qps"]: raw["mops"] for raw in pts if raw["threads"] == 1}
+    four = {raw["qps"]: raw["mops"] for raw in pts if raw["threads"] == 4}
+    for p, raw in zip(points, pts):          # one thread: blind to the cache, stall or not
+        if raw["threads"] == 1:
+            assert F.simulate(p.exp, cx3) == pytest.approx(raw["mops"], rel=0.01), raw
+    assert max(one.values()) < 1.2 * min(one.values()), one
+    assert four[64] < 0.8 * four[32] and four[128] < 0.5 * four[32], four
+    assert four[32] > 2 * one[32]
+    fit = _fit(tmp_path, pts, "cx3-qdr", "nic.qp_cache_entries,nic.qp_context_size", 0)
+    got = fit["by_key"]
+    for key, want in (("nic.qp_cache_entries", 48), ("nic.qp_context_size", 512)):
+        p = got[key]
+        assert p["identified"] and p["fitted"] == want, p
+    assert fit["rms_rel_err_base"] > 0.1 and fit["rms_rel_err_fit"] < 0.002
+    assert (fit["profile"].nic.qp_cache_entries, fit["profile"].nic.qp_context_size) == \
+        (48, 512)
+    assert len(list((tmp_path / "out" / "r").glob("series_*.png"))) == 2
 
 
 # ---- probe experiments: shortcuts against full simulations -------------------------------

@@ -85,7 +85,8 @@ def _rdma_devices() -> list[str]:
 def test_sources_are_all_there():
     for name in ("probe.c", "client.c", "server.c", "rdma.c", "args.c", "args.h", "stats.c",
                  "stats.h", "jsonout.c", "jsonout.h", "net.c", "proto.c", "hostinfo.c",
-                 "util.c", "wire.c", "test_probe.c", "fakeverbs.c", "Makefile", "SCHEMA.md"):
+                 "util.c", "wire.c", "plan.c", "plan.h", "test_probe.c", "fakeverbs.c",
+                 "Makefile", "SCHEMA.md"):
         assert (PROBE_SRC / name).is_file(), name
 
 
@@ -116,7 +117,8 @@ def test_help_exits_0(probe: Path):
     assert r.returncode == 0
     assert r.stdout.startswith("usage: rnicsim-probe --server")
     for word in ("--client HOST", "--out", "--sweeps", "--iters", "--time-limit", "--port",
-                 "--dev", "lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages"):
+                 "--dev", "--qps-threads N",
+                 "lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages"):
         assert word in r.stdout, word
     assert r.stderr == ""
     assert _run([str(probe), "-h"], timeout=30).returncode == 0
@@ -160,6 +162,11 @@ def test_unknown_device_name(probe: Path):
     (["--client", "h", "--sweeps", "lat,nope"], "unknown sweep 'nope'"),
     (["--server", "--out", "x.jsonl"], "--out is a client option"),
     (["--client", "h", "stray"], "unexpected argument 'stray'"),
+    (["--client", "h", "--qps-threads", "0"],
+     "--qps-threads: expected an integer in 1..1024, got 0"),
+    (["--client", "h", "--max-qps", "2", "--qps-threads", "4"],
+     "--qps-threads 4 needs at least 4 QPs, but --max-qps is 2"),
+    (["--server", "--qps-threads", "4"], "--qps-threads is a client option"),
 ])
 def test_bad_flags_exit_2_with_usage(probe: Path, args, message):
     r = _run([str(probe), *args], timeout=30)
@@ -256,6 +263,49 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     assert run.end["points"] == len(run.measurements)
     ms = load_measurements([out])
     assert {m.tool for m in ms} == {"rnicsim-probe"} and len(ms) > 500
+
+
+def test_end_to_end_qps_sweep_with_posting_threads(fake_probe: Path, tmp_path: Path):
+    """--qps-threads 4: at every QP count from 4 on, the qps sweep adds a throughput point
+    from 4 posting threads (each owning a quarter of the QPs, its own CQ) next to the
+    one-thread one; the file parses and every such point maps to the simulated experiment
+    with the same threads, QPs, depth and payload. On the fake verbs every completion must
+    come back on the CQ of the thread that posted it: a CQ split that differs from the
+    threads' QP split loses completions (skips, or points cut short by the time limit)."""
+    from calibration import fit as F
+    from calibration.parsers import load_measurements, parse_probe_jsonl
+    from rnicsim.profile import load_profile
+
+    port = _free_port()
+    srv = _start_server(fake_probe, port)
+    out = tmp_path / "probe.jsonl"
+    try:
+        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
+                  str(out), "--sweeps", "qps", "--qps-threads", "4", "--max-qps", "32",
+                  "--iters", "20", "--bw-iters", "400", "--time-limit", "3",
+                  "--connect-timeout", "5"], timeout=240)
+    finally:
+        _stop(srv)
+    assert r.returncode == 0, r.stderr
+    run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
+    assert run.complete and not run.skips, [s["reason"] for s in run.skips]
+    assert run.header["args"]["qps_threads"] == 4
+    bw = [m for m in run.measurements if m["method"] == "throughput"]
+    assert [(m["qps"], m["threads"], m["depth"]) for m in bw] == [
+        (1, 1, 16), (2, 1, 16), (4, 1, 16), (4, 4, 16), (8, 1, 16), (8, 4, 16),
+        (16, 1, 16), (16, 4, 16), (32, 1, 8), (32, 4, 8)]
+    for m in bw:
+        # every operation of every thread completed (ops: max(bw-iters, 16 x QPs) in all)
+        assert not m["truncated"] and m["mops"] > 0, m
+        assert m["iters"] >= max(400, 16 * m["qps"]), m
+    assert sorted(m["qps"] for m in run.measurements if m["method"] == "post_to_cqe") == \
+        [1, 2, 4, 8, 16, 32]
+    ms = load_measurements([out])
+    points, unmapped = F.map_measurements(ms, load_profile("cx3-qdr"))
+    assert not unmapped
+    got = sorted((p.exp.tool, p.exp.qps, p.exp.threads, p.exp.tx_depth, p.exp.size)
+                 for p in points if p.exp.threads > 1)
+    assert got == [("ib_read_bw", q, 4, 16 if q <= 16 else 8, 32) for q in (4, 8, 16, 32)]
 
 
 def test_end_to_end_time_limit_and_interrupt(fake_probe: Path, tmp_path: Path):
