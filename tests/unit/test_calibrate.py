@@ -479,13 +479,20 @@ def test_stalling_miss_shows_in_throughput_with_several_posting_threads(tmp_path
     _fill(pts, points, truth)
     rate = {raw["qps"]: raw["mops"] for raw in pts if "mops" in raw}
     assert rate[64] < 0.8 * rate[32] and rate[128] < 0.5 * rate[32], rate
+    fit = _fit_recovers_hidden_cache(tmp_path, pts)
+
+
+
+def _fit_recovers_hidden_cache(tmp_path, pts: list[dict]) -> dict:
+    """Fit cache size and context size on cx3-qdr to ``pts``; assert both come back as the
+    hidden 48 entries / 512 B, identified, and that the fit explains the points; return it."""
     fit = _fit(tmp_path, pts, "cx3-qdr", "nic.qp_cache_entries,nic.qp_context_size", 0)
     got = fit["by_key"]
     for key, want in (("nic.qp_cache_entries", 48), ("nic.qp_context_size", 512)):
         p = got[key]
         assert p["identified"] and p["fitted"] == want, p
     assert fit["rms_rel_err_base"] > 0.1 and fit["rms_rel_err_fit"] < 0.002
-
+    return fit
 
 def _qps_sweep_throughput(max_qps: int, qps_threads: int, bw_iters: int = 20000) -> list[dict]:
     """The throughput points of the probe's qps sweep as client.c's sweep_qps writes them:
@@ -551,12 +558,7 @@ def test_probe_qps_sweep_with_posting_threads_finds_a_stalling_cache(tmp_path, c
     assert max(one.values()) < 1.2 * min(one.values()), one
     assert four[64] < 0.8 * four[32] and four[128] < 0.5 * four[32], four
     assert four[32] > 2 * one[32]
-    fit = _fit(tmp_path, pts, "cx3-qdr", "nic.qp_cache_entries,nic.qp_context_size", 0)
-    got = fit["by_key"]
-    for key, want in (("nic.qp_cache_entries", 48), ("nic.qp_context_size", 512)):
-        p = got[key]
-        assert p["identified"] and p["fitted"] == want, p
-    assert fit["rms_rel_err_base"] > 0.1 and fit["rms_rel_err_fit"] < 0.002
+    fit = _fit_recovers_hidden_cache(tmp_path, pts)
     assert (fit["profile"].nic.qp_cache_entries, fit["profile"].nic.qp_context_size) == \
         (48, 512)
     assert len(list((tmp_path / "out" / "r").glob("series_*.png"))) == 2
