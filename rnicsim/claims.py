@@ -53,7 +53,11 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
             holds = _finite(measured) and abs(measured / c.published - 1) <= c.tolerance
         elif c.kind == "ratio":
             pairs = _paired(rows, c.numerator, c.denominator, c.over, c.range, c.metric)
-            measured = _agg([x / y for _, x, y in pairs if y], c.agg)
+            if c.agg == "peak":     # best of each series, wherever it is
+                top = max((y for _, _, y in pairs), default=0.0)
+                measured = max(x for _, x, _ in pairs) / top if top else float("nan")
+            else:
+                measured = _agg([x / y for _, x, y in pairs if y], c.agg)
             holds = _finite(measured) and abs(measured / c.published - 1) <= c.tolerance
         elif c.kind == "flat":
             where = dict(c.where)

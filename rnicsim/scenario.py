@@ -233,14 +233,16 @@ class ValueClaim(_Claim):
 
 
 class RatioClaim(_Claim):
-    """``agg`` over ``over`` (in ``range``) of metric(numerator) / metric(denominator)."""
+    """``agg`` over ``over`` (in ``range``) of metric(numerator) / metric(denominator);
+    ``agg: peak`` compares the two series' best values instead (each at its own x: "A's
+    peak throughput is 10% above B's")."""
 
     kind: Literal["ratio"]
     numerator: dict[str, Any]
     denominator: dict[str, Any]
     over: str
     range: dict[str, float] = Field(default_factory=dict)
-    agg: Literal["max", "min", "mean"] = "max"
+    agg: Literal["max", "min", "mean", "peak"] = "max"
 
 
 class FlatClaim(_Claim):

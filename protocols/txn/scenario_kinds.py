@@ -55,7 +55,7 @@ class TxnWorkload(BaseModel):
     # Share of transactions that also read one account's trade history (EGen default 50)
     tpce_history_pct: float = Field(50.0, ge=0, le=100)
     tpce_logic: Duration = 1000.0
-    tpce_per_row: Duration = 100.0
+    tpce_per_row: Duration = 1300.0     # fitted (workloads/tpce.py TpceSpec.per_row)
 
     def params(self) -> dict:
         """Constructor arguments of the benchmark's spec."""

@@ -42,8 +42,6 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig9_commit", "demo"): {"TPC-C, passive ACK: two-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins"},
     ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x"},
-    ("fig11_readonly", "demo"): {"one-sided median latency ~80% of two-sided",
-                                 "the index cache adds ~20% to one-sided"},
     ("fig12_scaling", "demo"): {"80-node connections cost SmallBank ~9%",
                                 "SmallBank p99 latency 49% below pure two-sided"},
     ("fig14_end_to_end", "demo"): _D18_UP_TO | {

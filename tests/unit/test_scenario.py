@@ -518,6 +518,11 @@ ROWS = [
       "over": "payload", "range": {"gt": 8}, "published": 1.6, "tolerance": 0.05}, 1.5, False),
     ({"kind": "ratio", "numerator": {"verb": "read"}, "denominator": {"verb": "rpc"},
       "over": "payload", "agg": "min", "published": 0.8}, 0.8, True),
+    # peak: best of each series (50 at 8 B over 80 at 8 B), not the best point ratio (1.25)
+    ({"kind": "ratio", "numerator": {"verb": "rpc"}, "denominator": {"verb": "read"},
+      "over": "payload", "agg": "peak", "published": 0.625}, 0.625, True),
+    ({"kind": "ratio", "numerator": {"verb": "rpc"}, "denominator": {"verb": "read"},
+      "over": "payload", "published": 0.625}, 1.25, False),
     ({"kind": "flat", "where": {"verb": "rpc"}, "over": "payload", "range": {"le": 64},
       "published": 0.25}, 0.2, True),
     ({"kind": "flat", "where": {"verb": "rpc"}, "over": "payload", "published": 0.5},

@@ -75,3 +75,41 @@ def test_history_branch_reads_local_trade_rows_half_the_time():
     for r in runs:
         assert all(k[0] == 1 for t, k in r if t in (HISTORY, ACCOUNT))
     assert not any(_count(r, HISTORY) for r in _reads(TpceSpec(history_pct=0.0), 300))
+
+
+class _OrderTx:
+    """Records the body's steps in order: ("cpu", ns) and ("read", table) per record."""
+
+    def __init__(self) -> None:
+        self.steps: list = []
+
+    def read_many(self, items, for_update=False):
+        self.steps.extend(("read", it[0]) for it in items)
+        return [b""] * len(items)
+        yield  # pragma: no cover
+
+    def compute(self, ns):
+        self.steps.append(("cpu", ns))
+        return ns
+
+
+def test_row_cpu_is_spent_between_the_gets_as_txn_cp_new_runs():
+    """txn_cp_new gets every LAST_TRADE row synchronously right after the holding-summary
+    step that names it, so each remote read follows that row's CPU (``per_row``), and no
+    CPU is left for one burst after the last read; the total is logic + per_row x (the
+    customer, 2 per account, every security, every history row)."""
+    sp = TpceSpec(logic=1000.0, per_row=700.0)
+    wl = CustomerPosition(sp, 4, 2, 2.5e9)
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        tx = _OrderTx()
+        for _ in wl.next_txn(rng, 1, 1, 0).body(tx):
+            pass
+        steps = tx.steps
+        lt = [i for i, s in enumerate(steps) if s == ("read", LAST_TRADE)]
+        assert all(steps[i - 1] == ("cpu", 700.0) for i in lt), steps
+        assert steps[-1][0] == "read"
+        nacc = sum(1 for s in steps if s == ("read", ACCOUNT))
+        hist = sum(1 for s in steps if s == ("read", HISTORY))
+        cpu = sum(ns for kind, ns in steps if kind == "cpu")
+        assert cpu == 1000.0 + 700.0 * (1 + 2 * nacc + len(lt) + hist)
