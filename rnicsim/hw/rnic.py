@@ -91,9 +91,12 @@ class QpHw:
         self.recv_cq = recv_cq
         self.state = RTS
         self.rd_out = 0
-        self.pending: deque = deque()
-        self.recvs: deque = deque()
-        self.recv_at: deque = deque()  # when each posted RECV's descriptor is on the NIC
+        self.pending: list = []        # WRs held back (read credits, a stalled context); only extended and drained whole
+        # Posted RECVs and when each one's descriptor is on the NIC: shared empty tuples
+        # until the first post_recv (most RC QPs of a one-sided mesh never receive; two
+        # deques are ~760 B, which at 80+ nodes is most of a QP's memory).
+        self.recvs: deque | tuple = ()
+        self.recv_at: deque | tuple = ()
         self.last_cqe = 0.0
         self.peer: tuple[int, int] | None = None      # (nic id, qpn) for RC/UC
         self.path = None
@@ -711,6 +714,11 @@ class Rnic:
         # The NIC reads the new descriptors from the receive queue in host memory with one
         # DMA read per post (they are contiguous in the ring); a SEND that consumes a RECV
         # cannot place its payload before that RECV's descriptor is on the NIC.
+        if not wrs:
+            return
+        if type(qp.recvs) is tuple:
+            qp.recvs = deque()
+            qp.recv_at = deque()
         qp.recvs.extend(wrs)
         self._fetch_recvs(qp, self.sim.env._now)
 
@@ -747,8 +755,8 @@ class Rnic:
         for wr in qp.recvs:
             self._push_cqe(qp, qp.recv_cq, WorkCompletion(wr.wr_id, WR_FLUSH_ERR, RECV, 0,
                                                           qp.qpn), t)
-        qp.recvs.clear()
-        qp.recv_at.clear()
+        qp.recvs = ()
+        qp.recv_at = ()
         if qp.on_error is not None:
             qp.on_error(qp)
 
