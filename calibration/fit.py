@@ -109,10 +109,11 @@ from calibration.parsers import Measurement, load_measurements, parse_perftest_r
 from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import (CountP, OpTimes, Profile, ProfileModel, RateP, SizeP, TimeP,
                              load_profile)
+from workloads.microbench import MicrobenchSpec, run_microbench
 from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_lat
 
 __all__ = [
-    "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "Param", "Experiment", "Point", "Unmapped",
+    "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "CORO_PARAMS", "Param", "Experiment", "Point", "Unmapped",
     "ParamResult", "FitResult", "resolve_params", "map_measurements", "Simulator",
     "calibrate", "main",
 ]
@@ -127,6 +128,8 @@ DEFAULT_PARAMS = (
 )
 #: Whole-number parameters added by default when the data hold several-QP experiments.
 SWEEP_PARAMS = ("nic.qp_cache_entries", "nic.qp_context_size", "nic.atomic_units")
+#: Added by default when the data hold the probe's coro sweep or bare switches.
+CORO_PARAMS = ("host.coroutine_switch", "host.poll_cq", "host.cqe_handle")
 #: Added by default when the data hold random-offset (pages sweep) experiments.
 PAGES_PARAMS = ("nic.mtt_cache_entries", "nic.mtt_entry_size")
 
@@ -141,6 +144,10 @@ RIDGE = 1e-3           # weak pull of every fitted x towards the base value (0)
 BOOT_NFEV = 4          # evaluations per bootstrap refit (the first is the best point)
 BOUNDS = {"time": (0.1, 10.0), "rate": (0.25, 2.0), "size": (0.125, 8.0),
           "count": (0.125, 8.0)}
+#: Wider bounds for parameters whose base is a lower bound, not an estimate: the shipped
+#: coroutine_switch is Boost's bare 20-ns switch (seed 000 sec. 4.1), while a scheduler's
+#: bookkeeping per yield can cost tens of times that (r2's co_bench suggests ~0.85 us).
+KEY_BOUNDS = {"host.coroutine_switch": (0.1, 100.0)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -157,8 +164,9 @@ class Param:
     base: float
     lo: float
     hi: float
-    scope: str           # all | send | write | read | atomic | multi_qp
+    scope: str           # all | send | write | read | atomic | multi_qp | coro
     base_source: str
+    log: bool = False    # fit coordinate logarithmic (rates; times with KEY_BOUNDS)
 
     @property
     def discrete(self) -> bool:
@@ -166,18 +174,19 @@ class Param:
 
     # The fit works on x: relative offsets for times (value = base x (1 + x): latencies are
     # sums of times, so the simulator is close to linear in them) and logarithms for rates
-    # (value = base x e^x: transfer times go as 1 / rate).
+    # (value = base x e^x: transfer times go as 1 / rate) and for times whose bounds span
+    # two decades (KEY_BOUNDS: the ridge on a relative offset would hold them near the base).
     def to_x(self, v: float) -> float:
         """Fit coordinate of value ``v`` [base units] (inverse of :meth:`from_x`)."""
-        return math.log(v / self.base) if self.kind == "rate" else v / self.base - 1.0
+        return math.log(v / self.base) if self.log else v / self.base - 1.0
 
     def from_x(self, x: float) -> float:
         """Value [base units] at fit coordinate ``x`` (0 is the base value)."""
-        return self.base * math.exp(x) if self.kind == "rate" else self.base * (1.0 + x)
+        return self.base * math.exp(x) if self.log else self.base * (1.0 + x)
 
     def dlog_dx(self, x: float) -> float:
         """d ln(value) / dx."""
-        return 1.0 if self.kind == "rate" else 1.0 / (1.0 + x)
+        return 1.0 if self.log else 1.0 / (1.0 + x)
 
     def fmt(self, v: float) -> str:
         """Human-readable value with unit (reports, CI text)."""
@@ -253,6 +262,8 @@ def _scope(key: str) -> str:
         return "atomic"
     if key == "nic.qp_cache_entries":    # one QP per NIC hits after its first use
         return "multi_qp"
+    if key == "host.coroutine_switch":   # only coroutine loops switch
+        return "coro"
     return "all"
 
 
@@ -272,13 +283,14 @@ def resolve_params(profile: Profile, names: Sequence[str]) -> list[Param]:
         if base <= 0:
             raise InputError(profile.path, name, "a value > 0 in the base profile to fit "
                              f"it relative to (it is {node.value!r})")
-        lo, hi = BOUNDS[kind]
+        lo, hi = KEY_BOUNDS.get(name, BOUNDS[kind])
         lo_v, hi_v = base * lo, base * hi
         if kind in ("size", "count"):
             lo_v, hi_v = max(1.0, math.floor(lo_v)), math.ceil(hi_v)
         if name in [p.key for p in out]:
             raise InputError("command line", "--params", f"each parameter once; {name!r} repeats")
-        out.append(Param(name, kind, base, lo_v, hi_v, _scope(name), node.source))
+        out.append(Param(name, kind, base, lo_v, hi_v, _scope(name), node.source,
+                         log=kind == "rate" or name in KEY_BOUNDS))
     return out
 
 
@@ -312,9 +324,15 @@ class Experiment:
     region: int = 0                 # targets uniformly random over this many bytes
     page_size: int = 4096           # pages of the remote region
     warmup: int = 0                 # operations per QP before the ``iters`` averaged over
+    # the probe's coro sweep (tool ``coro_read``: workloads.microbench, one thread whose
+    # ``coroutines`` each own a QP) and bare switches (tool ``coro_switch``)
+    coroutines: int = 0
+    cq_layout: str = "shared"
 
     @property
     def kind(self) -> str:
+        if self.tool == "coro_switch":
+            return "switch"
         return "lat" if self.tool.endswith("_lat") else "bw"
 
     @property
@@ -322,6 +340,11 @@ class Experiment:
         return self.tool.split("_")[1]          # read write send atomic
 
     def label(self) -> str:
+        if self.tool == "coro_switch":
+            return f"coroutine switch ({self.coroutines} coroutines)"
+        if self.tool == "coro_read":
+            return (f"READ {self.size} B, {self.coroutines} coroutines on one thread, "
+                    f"{'one CQ per QP' if self.cq_layout == 'per_qp' else 'one CQ'}")
         bits = [self.tool, f"{self.size} B"]
         if self.conn != "RC":
             bits.append(self.conn)
@@ -414,7 +437,8 @@ _SWEEP_X = {"lat": ("payload", "payload [B]"), "bw": ("payload", "payload [B]"),
             "depth": ("depth", "outstanding WRs per QP"),
             "batch": ("batch", "WRs per doorbell"), "signal": ("signal_every", "signal every"),
             "atomics": ("addresses", "addresses"), "threads": ("threads", "threads"),
-            "pages": ("region_bytes", "region [B]")}
+            "pages": ("region_bytes", "region [B]"),
+            "coro": ("coroutines", "coroutines per thread")}
 
 
 def _ceil64(n: int) -> int:
@@ -438,6 +462,34 @@ def map_measurements(ms: list[Measurement], base: Profile
 
         if m.link_layer and m.link_layer != kind_of_link:
             skip(f"measured on {m.link_layer}, the base profile is {base.link.kind}")
+            continue
+        if m.kind == "switch":
+            pm = metrics["switch_ns"]
+            exp = Experiment(tool="coro_switch", size=0, coroutines=m.coroutines)
+            points.append(Point(exp, "switch_ns", pm.value, 1.0,
+                                f"{Path(src).name}|switch", f"probe: bare coroutine switch "
+                                f"({Path(src).name})", float(m.coroutines), "coroutines",
+                                src, line, "switch_ns"))
+            continue
+        if m.sweep == "coro":
+            pm = metrics.get("msg_rate")
+            if pm is None or not (pm.value > 0 and math.isfinite(pm.value)):
+                skip("no message rate to fit")
+                continue
+            if verb != "READ" or m.transport != "RC":
+                skip("coro points are simulated for RC READs only")
+                continue
+            exp = Experiment(tool="coro_read", size=payload, qps=m.qps,
+                             coroutines=m.coroutines, cq_layout=m.cq_layout or "shared",
+                             inline=0, mtu=m.mtu)
+            points.append(Point(
+                exp, "rate_mops", pm.value, 1.0,
+                f"{Path(src).name}|coro|{m.cq_layout}|payload={payload}",
+                f"probe coro: READ {payload} B from coroutines, "
+                f"{'one CQ per QP' if m.cq_layout == 'per_qp' else 'one shared CQ'} "
+                f"({Path(src).name})", float(m.coroutines), "coroutines per thread", src,
+                line, "msg_rate",
+                metrics["bw_avg"].value if "bw_avg" in metrics else None))
             continue
         if m.kind == "lat":
             pm = metrics.get("lat_median")
@@ -592,7 +644,12 @@ def _args(exp: Experiment, profile: Profile) -> PerftestArgs:
 
 
 def simulate(exp: Experiment, profile: Profile) -> float:
-    """The experiment's fitted quantity: median latency [us] or message rate [Mops]."""
+    """The experiment's fitted quantity: median latency [us], message rate [Mops], or for
+    a bare coroutine switch the host's ``coroutine_switch`` [ns]."""
+    if exp.tool == "coro_switch":
+        return float(profile.host.coroutine_switch)
+    if exp.tool == "coro_read":
+        return simulate_coro(exp, profile)
     a = _args(exp, profile)
     if exp.kind == "lat":
         return run_lat(a, profile, exp.size, LAT_ITERS)["t_typical"]
@@ -609,6 +666,21 @@ def simulate(exp: Experiment, profile: Profile) -> float:
     if exp.iters <= 0 or exp.warmup > 0:    # steady state, or the operations after warm-up
         return exp.qps / per_round
     return exp.iters * exp.qps / (fill + exp.iters * per_round)
+
+
+def simulate_coro(exp: Experiment, profile: Profile) -> float:
+    """Message rate [Mops] of the probe's coro loop: one client thread whose
+    ``exp.coroutines`` coroutines each post one signaled READ of ``exp.size`` B on their
+    own QP to one server and yield until it completes (``workloads.microbench`` with
+    ``qp_choice: coroutine`` and the point's ``cq_layout``), in steady state."""
+    spec = MicrobenchSpec(verb="read", payload=exp.size, mode="client_server", servers=1,
+                          threads=1, coroutines=exp.coroutines, outstanding=1,
+                          qps_per_peer=exp.coroutines, qp_choice="coroutine",
+                          cq_layout=exp.cq_layout, inline=False)
+    # 20 us of warm-up fetch every QP context and set the loop in step; the simulator has
+    # no noise; a 200-us window resolves the rate to 0.5% at 1 M/s (whole operations)
+    return run_microbench(profile, spec, nodes=2, warmup_ns=20_000,
+                          measure_ns=200_000)["throughput_mops"]
 
 
 class Simulator:
@@ -699,7 +771,8 @@ class Simulator:
         for i, pt in enumerate(self.points):
             e = pt.exp
             s = param.scope
-            if (s == "all" or s == e.op_class or (s == "multi_qp" and e.qps > 1)):
+            if (s == "all" or s == e.op_class or (s == "multi_qp" and e.qps > 1)
+                    or (s == "coro" and e.coroutines > 0)):
                 out.append(i)
         return out
 
@@ -1009,6 +1082,8 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
             names += [k for k in SWEEP_PARAMS if _param_node(base.model, k) is not None]
         if any(p.exp.region for p in points):
             names += [k for k in PAGES_PARAMS if _param_node(base.model, k) is not None]
+        if any(p.exp.coroutines for p in points):
+            names += [k for k in CORO_PARAMS if _param_node(base.model, k) is not None]
     else:
         names = list(param_names)
     params = resolve_params(base, names)

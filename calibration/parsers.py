@@ -409,9 +409,10 @@ def parse_perftest(text: str, source: str = "<perftest>") -> PerftestRun | list[
 # ---------------------------------------------------------------------------------------
 
 PROBE_SCHEMA = 1
-_TYPES = ("probe", "device", "link", "host", "measurement", "skip", "end")
+_TYPES = ("probe", "device", "link", "host", "measurement", "skip", "switch", "end")
 _SWEEPS = ("lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline", "atomics",
-           "pages")
+           "pages", "coro")
+_CQ_LAYOUTS = ("shared", "per_qp")
 _VERBS = ("READ", "WRITE", "SEND", "CAS", "FAA")
 _TRANSPORTS = ("RC", "UC", "UD")
 _METHODS = ("post_to_cqe", "pingpong", "throughput")
@@ -429,6 +430,7 @@ class ProbeRun:
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     measurements: list[dict[str, Any]] = field(default_factory=list)  # with "_line"
     skips: list[dict[str, Any]] = field(default_factory=list)
+    switches: list[dict[str, Any]] = field(default_factory=list)  # bare coroutine switches
     end: dict[str, Any] | None = None
 
     @property
@@ -501,6 +503,16 @@ def _check_point(c: _Checker) -> None:
     c.string("page_backing", nullable=True)
     c.int_("region_bytes", 0)
     c.boolean("random_offsets")
+    if c.obj["sweep"] == "coro":
+        # one posting thread, coroutine k on QP k, one signaled WR in flight per coroutine
+        k = c.int_("coroutines", 1)
+        c.str_in("cq_layout", _CQ_LAYOUTS)
+        c.string("switch_impl")
+        for key, want in (("qps", k), ("threads", 1), ("depth", 1), ("batch", 1),
+                          ("signal_every", 1)):
+            if c.obj[key] != want:
+                raise c.fail(key, f"{want} in a coro point (coroutine k posts one signaled WR "
+                             f"at a time on QP k, from one thread); got {c.obj[key]!r}")
 
 
 def _check_measurement(c: _Checker) -> None:
@@ -512,6 +524,9 @@ def _check_measurement(c: _Checker) -> None:
     if method == "throughput":
         c.num("mops")
         c.num("gbps")
+        if c.obj["sweep"] == "coro":
+            c.num("polls_per_op")
+            c.num("empty_poll_fraction")
     else:
         lat = c.get("lat_us")
         if not isinstance(lat, dict):
@@ -577,6 +592,14 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
             _check_point(c)
             c.string("reason")
             run.skips.append({**obj, "_line": n})
+        elif typ == "switch":
+            c.string("switch_impl")
+            c.int_("coroutines", 1)
+            c.int_("iters", 1)
+            c.num("elapsed_s")
+            if c.num("ns_per_switch") <= 0:
+                raise c.fail("ns_per_switch", "a time > 0 (ns)")
+            run.switches.append({**obj, "_line": n})
         else:  # end
             c.str_in("status", ("ok", "interrupted", "error"))
             run.end = obj
@@ -594,7 +617,8 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
 class Measurement:
     """One metric of one configuration, from perftest or from the probe.
 
-    ``kind`` is ``lat`` or ``bw`` (throughput). Metrics: ``lat_min``, ``lat_median``,
+    ``kind`` is ``lat``, ``bw`` (throughput) or ``switch`` (a probe's bare coroutine
+    switch: metric ``switch_ns``, unit ``ns``, no verb). Metrics: ``lat_min``, ``lat_median``,
     ``lat_avg``, ``lat_stdev``, ``lat_p99``, ``lat_p999``, ``lat_max`` (unit ``us``);
     ``bw_avg``, ``bw_peak`` (unit ``Gbps``); ``msg_rate`` (unit ``Mops``).
     ``depth`` is the number of outstanding WRs per QP (1 for latency tests, perftest's
@@ -628,6 +652,8 @@ class Measurement:
     link_layer: str | None = None
     device: str | None = None
     truncated: bool = False
+    coroutines: int = 0            # coro sweep and switch lines: coroutines on the thread
+    cq_layout: str = ""            # coro sweep: shared | per_qp
 
 
 _LAT_METRICS = (("t_min", "lat_min"), ("t_typical", "lat_median"), ("t_avg", "lat_avg"),
@@ -686,7 +712,8 @@ def probe_measurements(run: ProbeRun) -> list[Measurement]:
             random_offsets=m["random_offsets"], region_bytes=m["region_bytes"],
             iterations=m["iters"], mtu=mtu,
             link_layer=link.get("link_layer"), device=dev.get("name"),
-            truncated=m["truncated"],
+            truncated=m["truncated"], coroutines=m.get("coroutines", 0),
+            cq_layout=m.get("cq_layout", ""),
         )
         if is_lat:
             for key in _LAT_KEYS:
@@ -698,6 +725,14 @@ def probe_measurements(run: ProbeRun) -> list[Measurement]:
                                    **common))  # type: ignore[arg-type]
             out.append(Measurement(metric="msg_rate", value=float(m["mops"]), unit="Mops",
                                    **common))  # type: ignore[arg-type]
+    for w in run.switches:
+        # a bare coroutine switch (resume + yield, no verbs): the host's coroutine_switch
+        out.append(Measurement(
+            verb="", transport="", kind="switch", payload=0, qps=0, depth=0,
+            metric="switch_ns", value=float(w["ns_per_switch"]), unit="ns",
+            source=run.source, line=w["_line"], tool="rnicsim-probe", sweep="switch",
+            iterations=w["iters"], link_layer=link.get("link_layer"), device=dev.get("name"),
+            coroutines=w["coroutines"]))
     return out
 
 

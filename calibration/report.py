@@ -92,6 +92,11 @@ def summary_lines(result) -> list[str]:
     return lines
 
 
+#: Point quantity -> (name in the report, unit).
+_QUANTITY = {"lat_us": ("median latency", "us"), "rate_mops": ("message rate", "Mops"),
+             "switch_ns": ("coroutine switch", "ns")}
+
+
 def _plot_series(result, idx: list[int], title: str) -> bytes:
     import matplotlib
 
@@ -108,8 +113,8 @@ def _plot_series(result, idx: list[int], title: str) -> bytes:
     panels = 3 if is_bw else 2
     fig, axes = plt.subplots(panels, 1, figsize=(7, 2.6 * panels + 0.6), sharex=True,
                              gridspec_kw={"height_ratios": [3] * (panels - 1) + [2]})
-    tops = [(axes[0], meas, base, fit,
-             "message rate [Mops]" if is_bw else "median latency [us]")]
+    ylabel0 = {"rate_mops": "message rate [Mops]", "switch_ns": "coroutine switch [ns]"}
+    tops = [(axes[0], meas, base, fit, ylabel0.get(pts[0].quantity, "median latency [us]"))]
     if is_bw:
         g = lambda r: r * sizes * 8 / 1e3  # Mops -> Gb/s of payload  # noqa: E731
         tops.append((axes[1], g(meas), g(base), g(fit), "bandwidth [Gb/s]"))
@@ -255,7 +260,7 @@ def _markdown(result, table, names, profile_path) -> str:
           "max err fitted | median err fitted | plot |",
           "|---|---|---|---|---|---|---|---|"]
     for row, name in zip(table, names):
-        q = "median latency" if row["quantity"] == "lat_us" else "message rate"
+        q = _QUANTITY[row["quantity"]][0]
         L.append(f"| {row['title']} | {q} | {row['points']} | {_pct(row['max_err_base'])} | "
                  f"{_pct(row['median_err_base'])} | {_pct(row['max_err_fit'])} | "
                  f"{_pct(row['median_err_fit'])} | [{name}]({name}) |")
@@ -267,7 +272,7 @@ def _markdown(result, table, names, profile_path) -> str:
               "| point | measured | base | fitted | error |", "|---|---|---|---|---|"]
         for i in worst:
             p = result.points[i]
-            unit = "us" if p.quantity == "lat_us" else "Mops"
+            unit = _QUANTITY[p.quantity][1]
             L.append(f"| {p.file}:{p.line} {p.exp.label()} | {p.measured:.4g} {unit} | "
                      f"{result.base_pred[i]:.4g} | {result.fit_pred[i]:.4g} | "
                      f"{_pct(result.fit_pred[i] / p.measured - 1)} |")

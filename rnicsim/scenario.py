@@ -93,6 +93,8 @@ class MicrobenchWorkload(BaseModel):
     page_size: Size = 2 * 1024 * 1024
     region: Size = 64 * 1024 * 1024
     rpc_handler: Duration = 0.0
+    qp_choice: Literal["random", "coroutine"] = "random"
+    cq_layout: Literal["shared", "per_qp"] = "shared"
 
     @model_validator(mode="after")
     def _check(self) -> "MicrobenchWorkload":
@@ -106,6 +108,9 @@ class MicrobenchWorkload(BaseModel):
             raise ValueError("write uses transport rc or uc")
         if self.page_size not in (4096, 2 * 1024 * 1024, 1024 ** 3):
             raise ValueError("page_size must be 4KiB, 2MiB or 1GiB")
+        if (self.qp_choice, self.cq_layout) != ("random", "shared") and \
+                self.verb not in ("read", "write", "cas", "faa"):
+            raise ValueError("qp_choice and cq_layout apply to one-sided verbs only")
         return self
 
 

@@ -12,7 +12,13 @@ Scenario
     coroutines each post ``outstanding`` requests (a request is ``signal_every`` WRs on one
     random QP, the last one signaled; ``doorbell_batch`` consecutive WRs share a doorbell),
     then wait for their completions; a coroutine switch costs the host's
-    ``coroutine_switch``. RPCs go to the same thread index on a random peer node over one
+    ``coroutine_switch``. One-sided requests go to a random QP, or with ``qp_choice:
+    coroutine`` coroutine c always to QP c mod (QPs of the thread), as a coroutine that owns
+    its connection. ``cq_layout: per_qp`` gives every QP its own CQ, polled as DrTM+H's
+    ``RDMA_sched::poll_comps`` and RLib's scheduler do: each pass of the loop calls
+    ``ibv_poll_cq`` once on the CQ of every coroutine with a request pending, so a pass
+    that finds completions costs one ``poll_cq`` per pending coroutine (the shared layout:
+    one ``poll_cq`` per pass), plus ``cqe_handle`` per completion. RPCs go to the same thread index on a random peer node over one
     UD QP per thread (or RC QPs, or RC WRITE-with-IMM); the peer's event loop runs the
     handler (``rpc_handler``) and posts the reply; the 4-byte immediate carries the header,
     so the payload is all user data. Over UD, all sends one loop iteration produces
@@ -67,6 +73,8 @@ class MicrobenchSpec:
     region: int = 64 * 1024 * 1024
     rpc_handler: float = 0.0
     recv_depth: int = 256
+    qp_choice: str = "random"      # one-sided: random | coroutine (coroutine c on QP c mod n)
+    cq_layout: str = "shared"      # one-sided: shared | per_qp (see the module doc)
 
     def check(self) -> None:
         """Raise ValueError naming the field when the spec is impossible."""
@@ -90,6 +98,13 @@ class MicrobenchSpec:
             raise ValueError("payload: atomics are 8 bytes")
         if self.payload > self.region:
             raise ValueError("payload: larger than the registered region")
+        if self.qp_choice not in ("random", "coroutine"):
+            raise ValueError("qp_choice: expected random or coroutine")
+        if self.cq_layout not in ("shared", "per_qp"):
+            raise ValueError("cq_layout: expected shared or per_qp")
+        if (self.qp_choice, self.cq_layout) != ("random", "shared") and self.verb not in _OP:
+            raise ValueError("qp_choice, cq_layout: only for one-sided verbs "
+                             "(read, write, cas, faa)")
 
 
 @dataclass
@@ -218,7 +233,12 @@ class Microbench:
         inline = self._inline(ts.ctx) and op == WRITE
         k = sp.signal_every if op == WRITE else 1
         remaining = [0] * sp.coroutines
-        switch = ts.thread.host.coroutine_switch
+        host = ts.thread.host
+        switch = host.coroutine_switch
+        # per_qp: the poll_cq of the CQs a pass scans beyond the one CQ the wait charges
+        scan = host.poll_cq if sp.cq_layout == "per_qp" else 0.0
+        by_coroutine = sp.qp_choice == "coroutine"
+        pending = [0]                      # coroutines with a request outstanding
         # Draws are made 4096 at a time and kept in int64 arrays of the standard library
         # (as compact as NumPy's, cheaper to index one at a time).
         buf_t = array("q", rng.integers(0, ntg, 4096, dtype=np.int64).tobytes())
@@ -239,8 +259,11 @@ class Microbench:
 
         def issue(c: int) -> None:
             remaining[c] = outstanding
+            pending[0] += 1
             for _ in range(outstanding):
                 ti, off = draw()
+                if by_coroutine:
+                    ti = c % ntg
                 qp, rkey = targets[ti]
                 if k == 1:
                     # One signaled WR: one doorbell (the common case, no list slicing).
@@ -261,6 +284,9 @@ class Microbench:
             wcs = yield cq.wait()
             now = sim.env._now
             measuring = sim.measuring
+            if scan and pending[0] > 1:
+                # the pass that found these polled every pending coroutine's CQ once
+                ts.thread.reserve(now, (pending[0] - 1) * scan)
             for wc in wcs:
                 c, covered = wc.wr_id
                 if measuring:
@@ -270,6 +296,7 @@ class Microbench:
                     lat.add(now - wc.t_post)
                 remaining[c] -= 1
                 if remaining[c] == 0:
+                    pending[0] -= 1
                     ts.thread.reserve(now, switch)
                     issue(c)
 
@@ -474,7 +501,8 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
         outstanding=w.outstanding, doorbell_batch=w.doorbell_batch,
         signal_every=w.signal_every, inline=w.inline, inline_max=w.inline_max,
         shared_context=w.shared_context,
-        page_size=w.page_size, region=w.region, rpc_handler=w.rpc_handler)
+        page_size=w.page_size, region=w.region, rpc_handler=w.rpc_handler,
+        qp_choice=w.qp_choice, cq_layout=w.cq_layout)
     warmup, measure = stretch_window(spec, profile, sc.cluster.nodes, sc.cluster.nic.per_node,
                                      sc.run.warmup, sc.run.measure)
     sim = Simulation(sc.run.seed)

@@ -20,6 +20,7 @@ import yaml
 from calibration import fit as F
 from calibration.parsers import load_measurements
 from rnicsim.cli import main as cli
+from rnicsim.errors import InputError
 from rnicsim.profile import load_profile
 from workloads.perftest import PerftestArgs, run, run_bw, run_lat
 
@@ -650,3 +651,93 @@ def test_impossible_probe_point_exits_2(capsys, tmp_path, bad, key, want):
     err = _run_err(capsys, [str(f), "--base", "cx3-qdr", "--out", str(tmp_path / "o.yaml"),
                             "--report", str(tmp_path / "r")])
     assert "bad.jsonl:3" in err and key in err and want in err
+
+
+# ---- the probe's coro sweep: the per-yield cost of a coroutine scheduler -----------------
+
+
+def _coro_file(path: Path, truth, ks=(1, 2, 4, 8, 16, 32), switch_ns: float | None = None
+               ) -> Path:
+    """A probe file with the coro sweep as client.c writes it (one thread, coroutine k on
+    QP k, 64-B READs, both CQ layouts) and three bare-switch lines, every value what
+    ``truth`` simulates (``switch_ns`` overrides the switch lines' value)."""
+    lines = [{"type": "probe", "schema": 1, "probe_version": "0.2.0", "path_mtu": 4096},
+             {"type": "link", "role": "client", "device": "mlx5_0", "link_layer": "IB",
+              "active_mtu": 4096}]
+    for k in (1, 2, 32):
+        ns = truth.host.coroutine_switch if switch_ns is None else switch_ns
+        lines.append({"type": "switch", "switch_impl": "asm", "coroutines": k,
+                      "iters": 1000000, "elapsed_s": ns * 1e-3, "ns_per_switch": ns})
+    for layout in ("shared", "per_qp"):
+        for k in ks:
+            exp = F.Experiment(tool="coro_read", size=64, qps=k, coroutines=k,
+                               cq_layout=layout, inline=0, mtu=4096)
+            mops = round(F.simulate(exp, truth), 4)
+            lines.append({"type": "measurement", **_POINT, **_BW, "sweep": "coro",
+                          "method": "throughput", "qps": k, "addresses": k,
+                          "coroutines": k, "cq_layout": layout, "switch_impl": "asm",
+                          "polls_per_op": 1.0, "empty_poll_fraction": 0.0,
+                          "mops": mops, "gbps": mops * 64 * 8 / 1e3})
+    lines.append({"type": "end", "status": "ok"})
+    path.write_text("\n".join(json.dumps(o) for o in lines) + "\n")
+    return path
+
+
+def test_coro_sweep_maps_to_the_coroutine_loop(tmp_path):
+    """Each coro point is the microbenchmark loop it measures (one thread, coroutine k on
+    QP k, one READ in flight each, the point's CQ layout); each switch line the host's
+    coroutine_switch. Bad coro points are refused naming the key."""
+    cx4 = load_profile("cx4-edr")
+    f = _coro_file(tmp_path / "coro.jsonl", cx4, ks=(1, 8))
+    ms = load_measurements([f])
+    points, unmapped = F.map_measurements(ms, cx4)
+    assert not unmapped
+    sw = [p for p in points if p.quantity == "switch_ns"]
+    assert [p.x for p in sw] == [1.0, 2.0, 32.0]
+    assert all(F.simulate(p.exp, cx4) == cx4.host.coroutine_switch for p in sw)
+    coro = {(p.exp.cq_layout, p.exp.coroutines): p for p in points if p.exp.tool == "coro_read"}
+    assert sorted(coro) == [("per_qp", 1), ("per_qp", 8), ("shared", 1), ("shared", 8)]
+    # the file holds what the base simulates: every point explained exactly
+    for p in coro.values():
+        assert F.simulate(p.exp, cx4) == pytest.approx(p.measured, rel=1e-3)
+    # one coroutine waits for each READ: latency-bound, the same with either layout
+    assert coro[("per_qp", 1)].measured == coro[("shared", 1)].measured
+    assert coro[("per_qp", 8)].measured < coro[("shared", 8)].measured
+    bad = tmp_path / "bad.jsonl"
+    text = f.read_text().replace('"depth": 1, "batch": 1, "signal_every": 1, "inline": false, '
+                                 '"page_size": 4096, "page_backing": "base", '
+                                 '"region_bytes": 4096, "addresses": 8',
+                                 '"depth": 4, "batch": 1, "signal_every": 1, "inline": false, '
+                                 '"page_size": 4096, "page_backing": "base", '
+                                 '"region_bytes": 4096, "addresses": 8', 1)
+    assert text != f.read_text()
+    bad.write_text(text)
+    with pytest.raises(InputError) as e:
+        load_measurements([bad])
+    assert e.value.key == "depth" and "coro point" in e.value.expected
+
+
+def test_coroutine_scheduler_costs_from_a_coro_sweep(tmp_path):
+    """A hidden scheduler that spends 400 ns per yield (20 ns shipped) and 90 ns per
+    ibv_poll_cq call (30 ns): the bare switches give the first, the per-QP CQ scan's
+    growth with the coroutines the second, and ``rnicsim calibrate`` recovers both from
+    the coro sweep alone, with ``host.coroutine_switch`` past the x10 bound other times
+    have (its base is Boost's bare switch, a lower bound). The switch is pinned to 3%;
+    the poll to 5%: the loop's rate moves in steps with the scan cost (a slower scan finds
+    more completions per pass), and ``host.cqe_handle`` is held at its base, since with it
+    free the fit trades one against the other (72 ns and 24 ns fit to 2%)."""
+    cx4 = load_profile("cx4-edr")
+    truth = cx4.with_overrides({"host.coroutine_switch": "400ns", "host.poll_cq": "90ns"},
+                               "hidden truth")
+    f = _coro_file(tmp_path / "coro.jsonl", truth)
+    out = tmp_path / "out"
+    assert cli(["calibrate", str(f), "--base", "cx4-edr", "--out", str(out / "c.yaml"),
+                "--report", str(out / "r"), "--bootstrap", "0", "--quiet", "--params",
+                "host.coroutine_switch,host.poll_cq"]) == 0
+    fit = json.loads((out / "r" / "fit.json").read_text())
+    got = {p["key"]: p for p in fit["params"]}
+    prof = load_profile(str(out / "c.yaml"))
+    assert prof.host.coroutine_switch == pytest.approx(400, rel=0.03)
+    assert prof.host.poll_cq == pytest.approx(90, rel=0.05)
+    assert got["host.coroutine_switch"]["identified"] and got["host.poll_cq"]["identified"]
+    assert fit["rms_rel_err_base"] > 0.3 and fit["rms_rel_err_fit"] < 0.01
