@@ -175,6 +175,21 @@ static void test_args(void)
     CHECK(parse_sweep_list("", &m, err, sizeof err) == -1);
     CHECK(parse_sweep_list("lat,", &m, err, sizeof err) == -1);
     CHECK(parse_sweep_list("LAT", &m, err, sizeof err) == -1);
+    /* coro: its own sweep, part of all, last in run order */
+    CHECK(parse_sweep_list("coro", &m, err, sizeof err) == 0 && m == (1u << SW_CORO));
+    CHECK(SW_CORO == SW_COUNT - 1 && strcmp(sweep_name(SW_CORO), "coro") == 0);
+    CHECK((SWEEPS_ALL & (1u << SW_CORO)) != 0);
+    CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && (m & (1u << SW_CORO)));
+    CHECK(parse_sweep_list("bw,coro", &m, err, sizeof err) == 0 &&
+          m == ((1u << SW_BW) | (1u << SW_CORO)));
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "coro", "--bw-iters", "500",
+                NULL) == ARGS_OK);
+    CHECK(a.sweeps == (1u << SW_CORO) && a.bw_iters == 500);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps=coro", NULL) == ARGS_OK &&
+          a.sweeps == (1u << SW_CORO));
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "cor", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "unknown sweep 'cor'") != NULL && strstr(err, "pages, coro)") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--sweeps", "coro", NULL) == ARGS_ERROR);
     for (int i = 0; i < SW_COUNT; i++)
         CHECK(sweep_from_name(sweep_name(i), strlen(sweep_name(i))) == i);
     CHECK(sweep_from_name("la", 2) == -1);
@@ -777,6 +792,14 @@ static void test_plan(void)
     qp_block_range(64, 1, 0, &first, &count);
     CHECK(first == 0 && count == 64 && qp_block_of(64, 1, 63) == 0);
 
+    /* the coro sweep's warm-up: min(10000, ops / 10), at least one per coroutine */
+    CHECK(coro_warmup(20000, 1) == 2000 && coro_warmup(20000, 32) == 2000);
+    CHECK(coro_warmup(100000, 8) == 10000 && coro_warmup(10000000, 32) == 10000);
+    CHECK(coro_warmup(400, 1) == 40 && coro_warmup(400, 32) == 40);
+    CHECK(coro_warmup(100, 32) == 32 && coro_warmup(5, 1) == 1 && coro_warmup(1, 2) == 2);
+    /* a per-QP CQ split is the block split with one QP per block: QP k on CQ k */
+    for (int k = 0; k < 32; k++)
+        CHECK(qp_block_of(32, 32, k) == k);
 }
 
 /* ---- coroutines ------------------------------------------------------------------------ */
