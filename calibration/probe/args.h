@@ -23,6 +23,7 @@ enum sweep_id {
     SW_INLINE,
     SW_ATOMICS,
     SW_PAGES,
+    SW_CORO,
     SW_COUNT
 };
 

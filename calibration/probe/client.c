@@ -1,6 +1,7 @@
 /* client.c - the active side: runs the sweeps against a server and writes JSON lines
  * (schema: SCHEMA.md). Every sweep point gets fresh QPs and memory on both sides:
  * SETUP -> CONNECT -> measure -> TEARDOWN over the TCP bootstrap channel. */
+#include "coro.h"
 #include "net.h"
 #include "plan.h"
 #include "probe.h"
@@ -47,6 +48,10 @@ struct point {
     int addresses;         /* distinct remote 64-byte-apart targets, cycled */
     int random_offsets;    /* uniformly random targets over the region */
     long iters;            /* samples (latency) or operations (throughput) */
+    int coroutines;        /* coro sweep: READs posted from this many coroutines, one QP
+                            * each (nqps == coroutines); 0: any other point */
+    int cq_per_qp;         /* coro sweep: every QP its own send CQ (cq_layout "per_qp");
+                            * 0: all on one ("shared") */
 };
 
 struct result {
@@ -59,6 +64,9 @@ struct result {
     double mops, gbps;
     char backing[16];
     uint64_t region_bytes;
+    const char *switch_impl;    /* coro: "asm" or "ucontext" */
+    double polls_per_op;        /* coro: ibv_poll_cq calls per timed completion */
+    double empty_poll_fraction; /* coro: of those calls, the share that returned 0 */
 };
 
 struct client {
@@ -612,6 +620,214 @@ static int bw_measure(struct client *c, const struct point *pt, struct qpset *qs
     return status;
 }
 
+/* ---- coroutines: the DrTM+H worker loop ---------------------------------------------- */
+
+/* One thread, K coroutines; coroutine k owns QP k and the 64-B slot k of both regions
+ * (offset 64 x k). Its body posts one signaled READ and yields, until the run says stop;
+ * the scheduler resumes it when that READ's completion arrives. So a suspended coroutine
+ * always has exactly one READ in flight, and once every posted READ has completed every
+ * coroutine has returned. */
+struct coro_run {
+    long posted; /* READs posted by all coroutines */
+    long cap;    /* no coroutine posts once posted == cap */
+    int stop;    /* time limit or interrupt: coroutines return instead of posting */
+    int err;     /* errno of a failed ibv_post_send (then stop is set) */
+};
+
+struct coro_reader {
+    struct coro co;
+    struct coro_run *run;
+    struct ibv_qp *qp;
+    struct ibv_send_wr wr; /* READ of slot k, wr_id k, signaled */
+    struct ibv_sge sge;
+    int pending;           /* its READ is in flight (it is suspended) */
+};
+
+static void coro_reader_body(struct coro *co, void *arg)
+{
+    struct coro_reader *r = arg;
+    struct coro_run *run = r->run;
+    while (!run->stop && run->posted < run->cap) {
+        struct ibv_send_wr *bad = NULL;
+        int e = ibv_post_send(r->qp, &r->wr, &bad);
+        if (e) {
+            run->err = e;
+            run->stop = 1;
+            break;
+        }
+        run->posted++;
+        r->pending = 1;
+        coro_yield(co);
+    }
+}
+
+/* The scheduler. shared (qs has one send CQ): each pass is one ibv_poll_cq(cq, 16) and
+ * resumes, in CQE order, the coroutine each wr_id names. per_qp (qs has a send CQ per QP,
+ * as RLib/DrTM+H create them): each pass walks the coroutines that have a READ pending, in
+ * index order, with ibv_poll_cq(cq_k, 1) each, and resumes every one whose CQE it found
+ * (DrTM+H's RDMA_sched::poll_comps walking its pending list). The pipeline is not drained
+ * between warm-up and timed phase: the clock starts at the first pass after the warm-up's
+ * completions (or at 30% of the time limit if they are not in by then) with every
+ * coroutine's READ in flight, and stops when the last READ completed. The timed phase
+ * posts `iters` more READs (fewer when the time limit stops it). Polls are counted from
+ * the clock's start: polls_per_op = polls / timed completions. */
+static int coro_measure(struct client *c, const struct point *pt, struct qpset *qs,
+                        const struct mem *lm, const struct target *tgt, struct result *res)
+{
+    int K = pt->coroutines, shared = !pt->cq_per_qp;
+    if (K != qs->n || qs->ncq != (shared ? 1 : K)) {
+        snprintf(res->reason, sizeof res->reason, "inconsistent point parameters");
+        return POINT_SKIP;
+    }
+    struct coro_reader *rd = calloc((size_t)K, sizeof *rd);
+    if (!rd) {
+        snprintf(res->reason, sizeof res->reason, "out of memory");
+        return POINT_SKIP;
+    }
+    int impl = coro_default_impl();
+    struct coro_run run;
+    memset(&run, 0, sizeof run);
+    long warm = coro_warmup(pt->iters, K);
+    run.cap = warm + pt->iters;
+    int made = 0, status = POINT_OK;
+    for (; made < K; made++) {
+        struct coro_reader *r = &rd[made];
+        r->run = &run;
+        r->qp = qs->qp[made];
+        fill_wr(&r->wr, &r->sge, pt, lm, tgt->addr + 64u * (uint64_t)made, tgt->rkey, 1);
+        r->sge.addr = (uintptr_t)lm->buf + 64u * (uintptr_t)made;
+        r->wr.wr_id = (uint64_t)made;
+        if (coro_init(&r->co, impl, coro_reader_body, r) != 0)
+            break;
+    }
+    if (made < K) {
+        snprintf(res->reason, sizeof res->reason,
+                 "out of memory for %d coroutine stacks of %u B", K, CORO_STACK_BYTES);
+        status = POINT_SKIP;
+        goto out;
+    }
+
+    uint64_t start = now_ns();
+    uint64_t tl = (uint64_t)(c->a->time_limit * 1e9);
+    uint64_t warm_deadline = start + tl * 3 / 10, deadline = start + tl;
+    /* start: every coroutine posts its first READ and yields */
+    for (int k = 0; k < K && !run.err; k++)
+        coro_resume(&rd[k].co);
+    struct ibv_wc wc[16];
+    long done = 0, done_t0 = 0, polls = 0, empty = 0;
+    int timed = 0, progressed = 0;
+    unsigned passes = 0;
+    uint64_t t0 = 0, t_progress = start;
+    char err[200] = "";
+    for (;;) {
+        if (run.err) {
+            snprintf(err, sizeof err, "ibv_post_send failed: %s", strerror(run.err));
+            break;
+        }
+        if (!timed && done >= warm) {
+            timed = 1;
+            t0 = now_ns();
+            done_t0 = done;
+            polls = empty = 0;
+            /* `iters` timed READs; never below what is already posted */
+            run.cap = done + pt->iters > run.posted ? done + pt->iters : run.posted;
+        }
+        if (done == run.posted)
+            break; /* nothing in flight: every coroutine has returned */
+        if (shared) {
+            int n = ibv_poll_cq(qs->scq[0], 16, wc);
+            polls++;
+            if (n == 0)
+                empty++;
+            if (n < 0) {
+                snprintf(err, sizeof err, "ibv_poll_cq failed");
+                break;
+            }
+            for (int i = 0; i < n; i++) {
+                if (wc[i].status != IBV_WC_SUCCESS) {
+                    snprintf(err, sizeof err, "completion error: %s (vendor error 0x%x)",
+                             ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+                    break;
+                }
+                struct coro_reader *r = &rd[wc[i].wr_id];
+                r->pending = 0;
+                done++;
+                coro_resume(&r->co);
+            }
+            if (err[0])
+                break;
+            progressed |= n > 0;
+        } else {
+            for (int k = 0; k < K; k++) {
+                struct coro_reader *r = &rd[k];
+                if (!r->pending)
+                    continue;
+                int n = ibv_poll_cq(qs->scq[k], 1, wc);
+                polls++;
+                if (n == 0) {
+                    empty++;
+                    continue;
+                }
+                if (n < 0 || wc[0].status != IBV_WC_SUCCESS) {
+                    if (n < 0)
+                        snprintf(err, sizeof err, "ibv_poll_cq failed");
+                    else
+                        snprintf(err, sizeof err, "completion error: %s (vendor error 0x%x)",
+                                 ibv_wc_status_str(wc[0].status), wc[0].vendor_err);
+                    break;
+                }
+                r->pending = 0;
+                done++;
+                progressed = 1;
+                coro_resume(&r->co);
+            }
+            if (err[0])
+                break;
+        }
+        /* the clock is read every 64 passes only: its cost would be part of the loop */
+        if ((++passes & 0x3F) == 0) {
+            uint64_t t = now_ns();
+            if (progressed)
+                t_progress = t;
+            progressed = 0;
+            if (!run.stop && (t >= deadline || g_stop)) {
+                run.stop = 1; /* the READs in flight still complete and are counted */
+                res->truncated = 1;
+            }
+            if (!timed && t >= warm_deadline)
+                warm = done; /* the warm-up ran out of time: start the clock now */
+            if (t - t_progress > OP_TIMEOUT_NS) {
+                snprintf(err, sizeof err, "no completion within 5 s");
+                break;
+            }
+        }
+    }
+    uint64_t t1 = now_ns();
+    if (err[0]) {
+        snprintf(res->reason, sizeof res->reason, "%s", err);
+        status = POINT_SKIP;
+    } else if (!timed || done == done_t0 || t1 <= t0) {
+        snprintf(res->reason, sizeof res->reason, "time limit reached before any completion");
+        status = POINT_SKIP;
+    } else {
+        long n = done - done_t0;
+        double ns = (double)(t1 - t0);
+        res->done = n;
+        res->elapsed_s = ns * 1e-9;
+        res->mops = (double)n / ns * 1e3;
+        res->gbps = (double)n * (double)op_bytes(pt) * 8.0 / ns;
+        res->switch_impl = coro_impl_name(impl);
+        res->polls_per_op = (double)polls / (double)n;
+        res->empty_poll_fraction = polls > 0 ? (double)empty / (double)polls : 0.0;
+    }
+out:
+    /* after an error some coroutines are still suspended: their stacks hold nothing else */
+    for (int k = 0; k < made; k++)
+        coro_free(&rd[k].co);
+    free(rd);
+    return status;
+}
+
 /* ---- one sweep point ---------------------------------------------------------------- */
 
 static int fatal(struct client *c, const char *what, int rc)
@@ -650,7 +866,8 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
     if (pt->batch < 1 || pt->batch > MAX_BATCH || pt->signal_every < 1 ||
         pt->depth < pt->batch || pt->depth < 1 || pt->threads < 1 ||
         pt->nqps % pt->threads != 0 ||
-        (pt->signal_every % pt->batch != 0 && pt->batch % pt->signal_every != 0)) {
+        (pt->signal_every % pt->batch != 0 && pt->batch % pt->signal_every != 0) ||
+        (pt->coroutines > 0 && (pt->coroutines != pt->nqps || pt->threads != 1))) {
         snprintf(res->reason, sizeof res->reason, "inconsistent point parameters");
         return POINT_SKIP;
     }
@@ -705,11 +922,15 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
     pb.recv_off = round_up(pt->payload + 64u, 64);
     pb.recv_len = pt->payload + (pt->transport == TP_UD ? UD_GRH_BYTES : 0u);
     size_t llen = (size_t)(pb.recv_off + pb.recv_len + 64u);
+    if (pt->coroutines > 0 && llen < 64u * (size_t)pt->coroutines)
+        llen = 64u * (size_t)pt->coroutines; /* coroutine k READs into its own slot k */
 
     uint32_t sq = (uint32_t)(pt->depth + pt->signal_every + pt->batch);
     uint32_t rq = mode == MODE_ECHO ? 4u : 1u;
+    /* one CQ per posting thread, or one per QP for the coro sweep's per_qp points */
+    int ncq = pt->cq_per_qp ? pt->nqps : pt->threads;
     if (mem_alloc(c->d, &lm, llen, 4096, err, sizeof err) != 0 ||
-        qpset_create(c->d, &qs, pt->nqps, pt->transport, pt->threads, sq, rq,
+        qpset_create(c->d, &qs, pt->nqps, pt->transport, ncq, sq, rq,
                      pt->inline_ ? pt->payload : 0u, c->seed++, err, sizeof err) != 0) {
         snprintf(res->reason, sizeof res->reason, "%s", err);
         status = POINT_SKIP;
@@ -800,7 +1021,10 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
         status = lat_pingpong(c, pt, &qs, &lm, &pb, ah, rep.qps.qpn[0], res);
         break;
     default:
-        status = bw_measure(c, pt, &qs, &lm, &tgt, res);
+        if (pt->coroutines > 0)
+            status = coro_measure(c, pt, &qs, &lm, &tgt, res);
+        else
+            status = bw_measure(c, pt, &qs, &lm, &tgt, res);
         break;
     }
 
@@ -858,6 +1082,10 @@ static void point_fields(struct jw *w, const struct point *pt, const struct resu
                                                                            : default_region(pt)));
     jw_kv_int(w, "addresses", pt->addresses);
     jw_kv_bool(w, "random_offsets", pt->random_offsets);
+    if (pt->coroutines > 0) {
+        jw_kv_int(w, "coroutines", pt->coroutines);
+        jw_kv_str(w, "cq_layout", pt->cq_per_qp ? "per_qp" : "shared");
+    }
 }
 
 static int emit(struct client *c)
@@ -871,11 +1099,14 @@ static int emit(struct client *c)
 
 static const char *point_label(const struct point *pt, char *buf, size_t len)
 {
-    snprintf(buf, len, "[%s] %s %s %u B qps %d thr %d depth %d batch %d sig %d%s%s%s",
+    snprintf(buf, len, "[%s] %s %s %u B qps %d thr %d depth %d batch %d sig %d%s%s%s%s",
              sweep_name(pt->sweep), VERB_NAMES[pt->verb], pt->transport == TP_UD ? "UD" : "RC",
              op_bytes(pt), pt->nqps, pt->threads, pt->depth, pt->batch, pt->signal_every,
              pt->inline_ ? " inline" : "", pt->page_size == HUGE_2M ? " 2MiB-pages" : "",
-             pt->addresses > 1 ? " many-addr" : "");
+             pt->addresses > 1 ? " many-addr" : "",
+             pt->coroutines > 0 ? (pt->cq_per_qp ? " coroutines, per-QP CQs"
+                                                 : " coroutines, shared CQ")
+                                : "");
     return buf;
 }
 
@@ -900,6 +1131,11 @@ static int do_point(struct client *c, const struct point *pt)
         if (pt->method == M_BW) {
             jw_kv_double(w, "mops", r.mops);
             jw_kv_double(w, "gbps", r.gbps);
+            if (pt->coroutines > 0) {
+                jw_kv_str(w, "switch_impl", r.switch_impl);
+                jw_kv_double(w, "polls_per_op", r.polls_per_op);
+                jw_kv_double(w, "empty_poll_fraction", r.empty_poll_fraction);
+            }
         } else {
             jw_key(w, "lat_us");
             jw_obj_begin(w);
@@ -916,7 +1152,12 @@ static int do_point(struct client *c, const struct point *pt)
                 jw_kv_int(w, "lost", r.lost);
         }
         c->points++;
-        if (pt->method == M_BW)
+        if (pt->coroutines > 0)
+            note(c->a, "%s: %.3f Mops, %.3f polls/op, %.0f%% empty, %s switch%s",
+                 point_label(pt, label, sizeof label), r.mops, r.polls_per_op,
+                 r.empty_poll_fraction * 100.0, r.switch_impl,
+                 r.truncated ? " (time limit)" : "");
+        else if (pt->method == M_BW)
             note(c->a, "%s: %.3f Mops %.2f Gb/s%s", point_label(pt, label, sizeof label), r.mops,
                  r.gbps, r.truncated ? " (time limit)" : "");
         else
@@ -1197,10 +1438,59 @@ static int sweep_pages(struct client *c)
     return 0;
 }
 
+/* The bare switch first (no RDMA: what one resume+yield pair costs on this CPU), then
+ * READs posted from K coroutines on one thread, one QP each, 64 B each to its own slot,
+ * the completions collected through one shared CQ or a CQ per QP (SCHEMA.md). */
+#define SWITCH_WARMUP 10000L
+#define SWITCH_ITERS 1000000L
+
+static int sweep_coro(struct client *c)
+{
+    static const int SWITCH_K[] = {1, 2, 32};
+    static const int READ_K[] = {1, 2, 4, 8, 16, 32};
+    int impl = coro_default_impl();
+    for (size_t i = 0; i < sizeof SWITCH_K / sizeof SWITCH_K[0]; i++) {
+        if (g_stop)
+            return -1;
+        int k = SWITCH_K[i];
+        double elapsed = 0;
+        if (coro_bench_switch(k, impl, SWITCH_WARMUP, SWITCH_ITERS, &elapsed) != 0) {
+            snprintf(c->fatal, sizeof c->fatal,
+                     "cannot create %d coroutines (%u B stacks): out of memory", k,
+                     CORO_STACK_BYTES);
+            return -1;
+        }
+        struct jw *w = &c->w;
+        jw_obj_begin(w);
+        jw_kv_str(w, "type", "switch");
+        jw_kv_str(w, "switch_impl", coro_impl_name(impl));
+        jw_kv_int(w, "coroutines", k);
+        jw_kv_int(w, "iters", SWITCH_ITERS);
+        jw_kv_double(w, "elapsed_s", elapsed);
+        jw_kv_double(w, "ns_per_switch", elapsed * 1e9 / (double)SWITCH_ITERS);
+        jw_obj_end(w);
+        if (emit(c) != 0)
+            return -1;
+        note(c->a, "[coro] bare %s switch, %d coroutine%s: %.1f ns per resume+yield",
+             coro_impl_name(impl), k, k == 1 ? "" : "s", elapsed * 1e9 / (double)SWITCH_ITERS);
+    }
+    for (size_t i = 0; i < sizeof READ_K / sizeof READ_K[0]; i++)
+        for (int per_qp = 0; per_qp <= 1; per_qp++) {
+            struct point p = mk_bw(SW_CORO, V_READ, 64, c->a->bw_iters, 1, 1);
+            p.nqps = READ_K[i];
+            p.addresses = READ_K[i];
+            p.coroutines = READ_K[i];
+            p.cq_per_qp = per_qp;
+            RUN(c, &p);
+        }
+    return 0;
+}
+
 typedef int (*sweep_fn)(struct client *);
 static const sweep_fn SWEEPS[SW_COUNT] = {
     sweep_lat, sweep_bw, sweep_qps, sweep_threads, sweep_depth,
     sweep_batch, sweep_signal, sweep_inline, sweep_atomics, sweep_pages,
+    sweep_coro,
 };
 
 /* ---- session ------------------------------------------------------------------------- */

@@ -43,3 +43,11 @@ int qp_block_of(int n, int nblocks, int i)
     int per = block_size(n, nblocks);
     return per > 0 ? i / per : 0;
 }
+
+long coro_warmup(long ops, int coroutines)
+{
+    long w = ops / 10;
+    if (w > 10000)
+        w = 10000;
+    return w < coroutines ? coroutines : w;
+}

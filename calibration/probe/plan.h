@@ -1,5 +1,6 @@
-/* plan.h - device-free arithmetic of the sweeps: which points the qps sweep measures and
- * how a point's QPs are split over its posting threads (unit tested by test_probe.c). */
+/* plan.h - device-free arithmetic of the sweeps: which points the qps sweep measures, how
+ * a point's QPs are split over its posting threads, the coro sweep's warm-up (unit tested
+ * by test_probe.c). */
 #ifndef RNP_PLAN_H
 #define RNP_PLAN_H
 
@@ -28,5 +29,11 @@ long qps_threaded_count(long n, int threads);
  * i // (qps / threads)). qp_block_of(i) is the block of QP i; both agree for every i. */
 void qp_block_range(int n, int nblocks, int b, int *first, int *count);
 int qp_block_of(int n, int nblocks, int i);
+
+/* Untimed completions at the start of a coro-sweep point of `ops` timed operations and
+ * `coroutines` coroutines: min(10000, ops / 10), as the throughput points' warm-up, but
+ * at least one per coroutine, so that every coroutine (and its QP) has run before the
+ * clock starts. */
+long coro_warmup(long ops, int coroutines);
 
 #endif

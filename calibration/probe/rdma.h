@@ -54,7 +54,8 @@ struct qpset {
     int n;
     int transport; /* TP_RC / TP_UD */
     int ncq;       /* QP i uses scq[b] and rcq[b], b = qp_block_of(n, ncq, i) (plan.h):
-                    * contiguous blocks, the same QPs a posting thread owns */
+                    * contiguous blocks, the same QPs a posting thread owns; ncq == n
+                    * gives every QP its own CQs (the coro sweep's per_qp points) */
     struct ibv_qp **qp;
     uint32_t *psn;
     struct ibv_cq **scq, **rcq;

@@ -1,7 +1,9 @@
 /* test_probe.c - device-free unit tests of rnicsim-probe: argument parsing, statistics,
  * JSON-lines output and escaping, the bootstrap wire format and TCP helpers, host-info
- * parsing. Needs no RDMA device and no libibverbs. Run with `make test`. */
+ * parsing, the coroutine switch. Needs no RDMA device and no libibverbs. Run with
+ * `make test`. */
 #include "args.h"
+#include "coro.h"
 #include "hostinfo.h"
 #include "jsonout.h"
 #include "net.h"
@@ -173,6 +175,21 @@ static void test_args(void)
     CHECK(parse_sweep_list("", &m, err, sizeof err) == -1);
     CHECK(parse_sweep_list("lat,", &m, err, sizeof err) == -1);
     CHECK(parse_sweep_list("LAT", &m, err, sizeof err) == -1);
+    /* coro: its own sweep, part of all, last in run order */
+    CHECK(parse_sweep_list("coro", &m, err, sizeof err) == 0 && m == (1u << SW_CORO));
+    CHECK(SW_CORO == SW_COUNT - 1 && strcmp(sweep_name(SW_CORO), "coro") == 0);
+    CHECK((SWEEPS_ALL & (1u << SW_CORO)) != 0);
+    CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && (m & (1u << SW_CORO)));
+    CHECK(parse_sweep_list("bw,coro", &m, err, sizeof err) == 0 &&
+          m == ((1u << SW_BW) | (1u << SW_CORO)));
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "coro", "--bw-iters", "500",
+                NULL) == ARGS_OK);
+    CHECK(a.sweeps == (1u << SW_CORO) && a.bw_iters == 500);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps=coro", NULL) == ARGS_OK &&
+          a.sweeps == (1u << SW_CORO));
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "cor", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "unknown sweep 'cor'") != NULL && strstr(err, "pages, coro)") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--sweeps", "coro", NULL) == ARGS_ERROR);
     for (int i = 0; i < SW_COUNT; i++)
         CHECK(sweep_from_name(sweep_name(i), strlen(sweep_name(i))) == i);
     CHECK(sweep_from_name("la", 2) == -1);
@@ -774,6 +791,393 @@ static void test_plan(void)
     /* a single block (one thread, one CQ) holds everything */
     qp_block_range(64, 1, 0, &first, &count);
     CHECK(first == 0 && count == 64 && qp_block_of(64, 1, 63) == 0);
+
+    /* the coro sweep's warm-up: min(10000, ops / 10), at least one per coroutine */
+    CHECK(coro_warmup(20000, 1) == 2000 && coro_warmup(20000, 32) == 2000);
+    CHECK(coro_warmup(100000, 8) == 10000 && coro_warmup(10000000, 32) == 10000);
+    CHECK(coro_warmup(400, 1) == 40 && coro_warmup(400, 32) == 40);
+    CHECK(coro_warmup(100, 32) == 32 && coro_warmup(5, 1) == 1 && coro_warmup(1, 2) == 2);
+    /* a per-QP CQ split is the block split with one QP per block: QP k on CQ k */
+    for (int k = 0; k < 32; k++)
+        CHECK(qp_block_of(32, 32, k) == k);
+}
+
+/* ---- coroutines ------------------------------------------------------------------------ */
+
+/* yields n times; its locals (an integer and a double, live across every yield) must come
+ * back as it left them */
+struct yielder {
+    int n;
+    int at;          /* the iteration it last yielded from */
+    long final_sum;  /* its local sum when it returned */
+    double final_f;
+    char text[32];   /* printf of a double inside the coroutine: needs an aligned stack */
+};
+
+static void yielder_body(struct coro *co, void *arg)
+{
+    struct yielder *y = arg;
+    long sum = 1000;
+    double f = 0.5;
+    snprintf(y->text, sizeof y->text, "%.3f", f * 3.0);
+    for (int i = 0; i < y->n; i++) {
+        y->at = i;
+        coro_yield(co);
+        sum += i;
+        f *= 2.0;
+    }
+    y->final_sum = sum;
+    y->final_f = f;
+}
+
+/* appends 100 x id + step to a shared log at every step, yielding between steps */
+struct logger {
+    int id, steps;
+    int *log, *nlog;
+};
+
+static void logger_body(struct coro *co, void *arg)
+{
+    struct logger *l = arg;
+    for (int s = 0; s < l->steps; s++) {
+        l->log[(*l->nlog)++] = 100 * l->id + s;
+        coro_yield(co);
+    }
+}
+
+/* fills 16 KiB of its own stack with a pattern of its id, yields, and checks the pattern
+ * after the other coroutine did the same on its stack */
+struct filler {
+    int id;
+    uintptr_t local_addr; /* address of its array: must lie on its own stack */
+    int intact;
+};
+
+static void filler_body(struct coro *co, void *arg)
+{
+    struct filler *f = arg;
+    volatile unsigned char buf[16384];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (unsigned char)(f->id * 37 + i);
+    f->local_addr = (uintptr_t)&buf[0];
+    coro_yield(co);
+    int ok = 1;
+    for (size_t i = 0; i < sizeof buf; i++)
+        if (buf[i] != (unsigned char)(f->id * 37 + i))
+            ok = 0;
+    f->intact = ok;
+}
+
+static int on_stack(const struct coro *co, uintptr_t p)
+{
+    uintptr_t lo = (uintptr_t)co->stack;
+    return p >= lo && p < lo + CORO_STACK_BYTES;
+}
+
+/* Callee-saved registers across a resume, checked in asm: rnp_test_regs_kept(fn, arg)
+ * loads a distinct pattern into every callee-saved register (x86-64: rbx, rbp, r12-r15;
+ * aarch64: x19-x29, d8-d15), calls fn(arg) and returns a bit mask of the registers that
+ * did not come back (0: all kept). fn resumes a coroutine whose body zeroes those
+ * registers (telling the compiler, so that the body itself stays correct) and yields
+ * with them zeroed: only the switch can restore the scheduler's values. */
+#if defined(__linux__) && defined(__ELF__) && \
+    ((defined(__x86_64__) && !defined(__ILP32__)) || defined(__aarch64__))
+#define TEST_REGS 1
+unsigned rnp_test_regs_kept(void (*fn)(void *), void *arg);
+#if defined(__x86_64__)
+#define REG_CHECK(reg, val, bit)                                                              \
+    "    movabsq $" val ", %rcx\n"                                                          \
+    "    cmpq %rcx, %" reg "\n"                                                             \
+    "    je 1f\n"                                                                             \
+    "    orl $" bit ", %eax\n"                                                              \
+    "1:\n"
+__asm__(".pushsection .text\n"
+        ".globl rnp_test_regs_kept\n"
+        ".hidden rnp_test_regs_kept\n"
+        ".type rnp_test_regs_kept,@function\n"
+        "rnp_test_regs_kept:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n" /* 16-byte aligned for the call */
+        "    movabsq $0x0101010101010101, %rbx\n"
+        "    movabsq $0x0202020202020202, %rbp\n"
+        "    movabsq $0x0303030303030303, %r12\n"
+        "    movabsq $0x0404040404040404, %r13\n"
+        "    movabsq $0x0505050505050505, %r14\n"
+        "    movabsq $0x0606060606060606, %r15\n"
+        "    movq %rdi, %rax\n"
+        "    movq %rsi, %rdi\n"
+        "    callq *%rax\n"
+        "    xorl %eax, %eax\n"
+        REG_CHECK("rbx", "0x0101010101010101", "1")
+        REG_CHECK("rbp", "0x0202020202020202", "2")
+        REG_CHECK("r12", "0x0303030303030303", "4")
+        REG_CHECK("r13", "0x0404040404040404", "8")
+        REG_CHECK("r14", "0x0505050505050505", "16")
+        REG_CHECK("r15", "0x0606060606060606", "32")
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size rnp_test_regs_kept,.-rnp_test_regs_kept\n"
+        ".popsection\n");
+
+static void clobber_body(struct coro *co, void *arg)
+{
+    (void)arg;
+    for (;;) {
+        __asm__ volatile("xorl %%ebx, %%ebx\n"
+                         "xorl %%r12d, %%r12d\n"
+                         "xorl %%r13d, %%r13d\n"
+                         "xorl %%r14d, %%r14d\n"
+                         "xorl %%r15d, %%r15d\n" ::: "rbx", "r12", "r13", "r14", "r15");
+        coro_yield(co);
+    }
+}
+#else /* __aarch64__ */
+/* x9 holds the pattern of register n: 0x0101.. x n, built from x10 = 0x0101010101010101 */
+#define REG_SET(reg, n) "    mov x9, #" #n "\n    mul x9, x9, x10\n    mov " reg ", x9\n"
+#define REG_SETD(reg, n) "    mov x9, #" #n "\n    mul x9, x9, x10\n    fmov " reg ", x9\n"
+#define REG_CHECK(reg, n, bit)                                                                \
+    "    mov x9, #" #n "\n    mul x9, x9, x10\n    cmp " reg ", x9\n    b.eq 1f\n"           \
+    "    orr w0, w0, #" #bit "\n1:\n"
+#define REG_CHECKD(reg, n, bit)                                                               \
+    "    mov x9, #" #n "\n    mul x9, x9, x10\n    fmov x11, " reg "\n    cmp x11, x9\n"     \
+    "    b.eq 1f\n    orr w0, w0, #" #bit "\n1:\n"
+__asm__(".pushsection .text\n"
+        ".globl rnp_test_regs_kept\n"
+        ".hidden rnp_test_regs_kept\n"
+        ".type rnp_test_regs_kept,%function\n"
+        "rnp_test_regs_kept:\n"
+        "    sub sp, sp, #176\n"
+        "    stp d8, d9, [sp, #0]\n"
+        "    stp d10, d11, [sp, #16]\n"
+        "    stp d12, d13, [sp, #32]\n"
+        "    stp d14, d15, [sp, #48]\n"
+        "    stp x19, x20, [sp, #64]\n"
+        "    stp x21, x22, [sp, #80]\n"
+        "    stp x23, x24, [sp, #96]\n"
+        "    stp x25, x26, [sp, #112]\n"
+        "    stp x27, x28, [sp, #128]\n"
+        "    stp x29, x30, [sp, #144]\n"
+        "    mov x12, x0\n"
+        "    mov x0, x1\n"
+        "    mov x10, #0x0101\n"
+        "    movk x10, #0x0101, lsl #16\n"
+        "    movk x10, #0x0101, lsl #32\n"
+        "    movk x10, #0x0101, lsl #48\n"
+        REG_SET("x19", 1) REG_SET("x20", 2) REG_SET("x21", 3) REG_SET("x22", 4)
+        REG_SET("x23", 5) REG_SET("x24", 6) REG_SET("x25", 7) REG_SET("x26", 8)
+        REG_SET("x27", 9) REG_SET("x28", 10)
+        REG_SETD("d8", 11) REG_SETD("d9", 12) REG_SETD("d10", 13) REG_SETD("d11", 14)
+        REG_SETD("d12", 15) REG_SETD("d13", 16) REG_SETD("d14", 17) REG_SETD("d15", 18)
+        "    blr x12\n"
+        "    mov x10, #0x0101\n"
+        "    movk x10, #0x0101, lsl #16\n"
+        "    movk x10, #0x0101, lsl #32\n"
+        "    movk x10, #0x0101, lsl #48\n"
+        "    mov w0, #0\n"
+        REG_CHECK("x19", 1, 1) REG_CHECK("x20", 2, 2) REG_CHECK("x21", 3, 4)
+        REG_CHECK("x22", 4, 8) REG_CHECK("x23", 5, 16) REG_CHECK("x24", 6, 32)
+        REG_CHECK("x25", 7, 64) REG_CHECK("x26", 8, 128) REG_CHECK("x27", 9, 256)
+        REG_CHECK("x28", 10, 512)
+        REG_CHECKD("d8", 11, 1024) REG_CHECKD("d9", 12, 2048) REG_CHECKD("d10", 13, 4096)
+        REG_CHECKD("d11", 14, 8192) REG_CHECKD("d12", 15, 16384)
+        REG_CHECKD("d13", 16, 32768) REG_CHECKD("d14", 17, 65536)
+        REG_CHECKD("d15", 18, 131072)
+        "    ldp d8, d9, [sp, #0]\n"
+        "    ldp d10, d11, [sp, #16]\n"
+        "    ldp d12, d13, [sp, #32]\n"
+        "    ldp d14, d15, [sp, #48]\n"
+        "    ldp x19, x20, [sp, #64]\n"
+        "    ldp x21, x22, [sp, #80]\n"
+        "    ldp x23, x24, [sp, #96]\n"
+        "    ldp x25, x26, [sp, #112]\n"
+        "    ldp x27, x28, [sp, #128]\n"
+        "    ldp x29, x30, [sp, #144]\n"
+        "    add sp, sp, #176\n"
+        "    ret\n"
+        ".size rnp_test_regs_kept,.-rnp_test_regs_kept\n"
+        ".popsection\n");
+
+static void clobber_body(struct coro *co, void *arg)
+{
+    (void)arg;
+    for (;;) {
+        __asm__ volatile("mov x19, #0\n mov x20, #0\n mov x21, #0\n mov x22, #0\n"
+                         "mov x23, #0\n mov x24, #0\n mov x25, #0\n mov x26, #0\n"
+                         "mov x27, #0\n mov x28, #0\n"
+                         "fmov d8, xzr\n fmov d9, xzr\n fmov d10, xzr\n fmov d11, xzr\n"
+                         "fmov d12, xzr\n fmov d13, xzr\n fmov d14, xzr\n fmov d15, xzr\n"
+                         ::: "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27",
+                           "x28", "d8", "d9", "d10", "d11", "d12", "d13", "d14", "d15");
+        coro_yield(co);
+    }
+}
+#endif
+
+static void resume_it(void *co)
+{
+    coro_resume(co);
+}
+#else
+#define TEST_REGS 0
+#endif
+
+static void test_coro_impl(int impl)
+{
+    /* N yields: back in the scheduler after each one, the coroutine's locals intact and
+     * the scheduler's own (several live across every switch) too */
+    struct yielder y;
+    memset(&y, 0, sizeof y);
+    y.n = 50;
+    y.at = -1;
+    struct coro co;
+    CHECK(coro_init(&co, impl, yielder_body, &y) == 0);
+    CHECK(co.impl == impl && !co.done && co.stack != NULL);
+    long a = 7, b = 11, cc = 13, d = 17, e = 19;
+    double fa = 1.25, fb = -3.5;
+    int in_order = 1;
+    for (int i = 0; i < y.n; i++) {
+        coro_resume(&co);
+        if (co.done || y.at != i)
+            in_order = 0;
+        a += 1;
+        b *= 3;
+        cc ^= (long)i;
+        d += a;
+        e -= b;
+        fa *= 1.5;
+        fb += fa;
+    }
+    CHECK(in_order);
+    CHECK(!co.done && y.final_sum == 0);
+    coro_resume(&co); /* the last: the body returns */
+    CHECK(co.done);
+    CHECK(y.final_sum == 1000 + 49 * 50 / 2);
+    CHECK_NEAR(y.final_f, 0.5 * pow(2.0, 50), 0);
+    CHECK_STR(y.text, "1.500");
+    /* the same arithmetic without switches */
+    long a2 = 7, b2 = 11, c2 = 13, d2 = 17, e2 = 19;
+    double fa2 = 1.25, fb2 = -3.5;
+    for (int i = 0; i < y.n; i++) {
+        a2 += 1;
+        b2 *= 3;
+        c2 ^= (long)i;
+        d2 += a2;
+        e2 -= b2;
+        fa2 *= 1.5;
+        fb2 += fa2;
+    }
+    CHECK(a == a2 && b == b2 && cc == c2 && d == d2 && e == e2);
+    CHECK(fa == fa2 && fb == fb2);
+    coro_resume(&co); /* a finished coroutine: nothing happens */
+    CHECK(co.done && y.final_sum == 1000 + 49 * 50 / 2);
+    coro_free(&co);
+    CHECK(co.stack == NULL);
+
+    /* two coroutines interleave in the order the scheduler resumes them */
+    int log[64], nlog = 0;
+    struct logger la = {0, 4, log, &nlog}, lb = {1, 4, log, &nlog};
+    struct coro ca, cb;
+    CHECK(coro_init(&ca, impl, logger_body, &la) == 0);
+    CHECK(coro_init(&cb, impl, logger_body, &lb) == 0);
+    for (int r = 0; r < 5; r++) {
+        coro_resume(&ca);
+        coro_resume(&cb);
+    }
+    CHECK(ca.done && cb.done && nlog == 8);
+    static const int WANT[] = {0, 100, 1, 101, 2, 102, 3, 103};
+    int same = nlog == 8;
+    for (int i = 0; same && i < 8; i++)
+        same = log[i] == WANT[i];
+    CHECK(same);
+    /* another order: A twice, then B to its end, then A to its end */
+    nlog = 0;
+    coro_free(&ca);
+    coro_free(&cb);
+    CHECK(coro_init(&ca, impl, logger_body, &la) == 0);
+    CHECK(coro_init(&cb, impl, logger_body, &lb) == 0);
+    coro_resume(&ca);
+    coro_resume(&ca);
+    for (int r = 0; r < 5; r++)
+        coro_resume(&cb);
+    for (int r = 0; r < 3; r++)
+        coro_resume(&ca);
+    static const int WANT2[] = {0, 1, 100, 101, 102, 103, 2, 3};
+    same = nlog == 8 && ca.done && cb.done;
+    for (int i = 0; same && i < 8; i++)
+        same = log[i] == WANT2[i];
+    CHECK(same);
+    coro_free(&ca);
+    coro_free(&cb);
+
+    /* the stack of one does not clobber the other's */
+    struct filler f1 = {1, 0, 0}, f2 = {2, 0, 0};
+    struct coro c1, c2x;
+    CHECK(coro_init(&c1, impl, filler_body, &f1) == 0);
+    CHECK(coro_init(&c2x, impl, filler_body, &f2) == 0);
+    coro_resume(&c1);
+    coro_resume(&c2x);
+    CHECK(on_stack(&c1, f1.local_addr) && on_stack(&c2x, f2.local_addr));
+    CHECK(!on_stack(&c1, f2.local_addr) && !on_stack(&c2x, f1.local_addr));
+    coro_resume(&c2x); /* the second checks first: the first filled its stack before */
+    coro_resume(&c1);
+    CHECK(c1.done && c2x.done && f1.intact && f2.intact);
+    coro_free(&c1);
+    coro_free(&c2x);
+
+#if TEST_REGS
+    /* every callee-saved register of the scheduler survives a resume (the first, which
+     * enters the body, and later ones, which come back into its yield) */
+    struct coro cr;
+    CHECK(coro_init(&cr, impl, clobber_body, NULL) == 0);
+    unsigned lost = 0;
+    for (int i = 0; i < 3; i++)
+        lost |= rnp_test_regs_kept(resume_it, &cr);
+    CHECK(lost == 0);
+    if (lost)
+        fprintf(stderr, "  %s switch: registers not kept across a resume: mask 0x%x\n",
+                coro_impl_name(impl), lost);
+    coro_free(&cr); /* suspended in its endless loop: dropped */
+#endif
+
+    /* the bare switch point, small */
+    double el = -1;
+    CHECK(coro_bench_switch(3, impl, 10, 1000, &el) == 0 && el > 0 && el < 10.0);
+    CHECK(coro_bench_switch(1, impl, 0, 1, &el) == 0 && el >= 0);
+    CHECK(coro_bench_switch(0, impl, 10, 10, &el) == -1);
+}
+
+static void test_coro(void)
+{
+    CHECK_STR(coro_impl_name(CORO_IMPL_ASM), "asm");
+    CHECK_STR(coro_impl_name(CORO_IMPL_UCONTEXT), "ucontext");
+    CHECK_STR(coro_impl_name(CORO_IMPL_AUTO), "?");
+    int asm_ok = coro_asm_available();
+    CHECK(coro_default_impl() == (asm_ok ? CORO_IMPL_ASM : CORO_IMPL_UCONTEXT));
+#if defined(__linux__) && ((defined(__x86_64__) && !defined(__ILP32__)) || defined(__aarch64__))
+    /* the architectures with an asm switch: this test machine has no shadow stack */
+    CHECK(asm_ok);
+#endif
+    struct coro co;
+    CHECK(coro_init(&co, 99, NULL, NULL) == -1 && co.stack == NULL);
+    CHECK(coro_init(&co, CORO_IMPL_AUTO, logger_body, NULL) == 0);
+    CHECK(co.impl == coro_default_impl());
+    coro_free(&co); /* never started: dropped */
+    if (asm_ok)
+        test_coro_impl(CORO_IMPL_ASM);
+    else
+        CHECK(coro_init(&co, CORO_IMPL_ASM, logger_body, NULL) == -1);
+    test_coro_impl(CORO_IMPL_UCONTEXT);
 }
 
 int main(void)
@@ -786,6 +1190,7 @@ int main(void)
     test_hostinfo();
     test_util();
     test_plan();
+    test_coro();
     printf("test_probe: %d checks, %d failures\n", g_checks, g_failures);
     return g_failures ? 1 : 0;
 }

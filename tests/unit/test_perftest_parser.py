@@ -596,6 +596,11 @@ def test_schema_md_examples_parse():
     blocks = re.findall(r"```json\n(.*?)```", text, re.S)
     lines = [ln for b in blocks for ln in b.splitlines()
              if ln.startswith('{"type":"measurement"')]
+    # the coro sweep's example is documented ahead of the parser, which does not read
+    # that sweep (nor its `switch` lines) yet: drop this filter when it does
+    coro = [ln for ln in lines if '"sweep":"coro"' in ln]
+    assert len(coro) == 1
+    lines = [ln for ln in lines if ln not in coro]
     assert len(lines) >= 2
     run = parse_probe_jsonl(json.dumps(HEADER) + "\n" + "\n".join(lines) + "\n", "SCHEMA.md")
     assert {m["method"] for m in run.measurements} == {"post_to_cqe", "throughput"}

@@ -10,7 +10,9 @@ libibverbs headers are missing AND the environment variable CI is not "true"; un
 """
 from __future__ import annotations
 
+import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -85,7 +87,8 @@ def _rdma_devices() -> list[str]:
 def test_sources_are_all_there():
     for name in ("probe.c", "client.c", "server.c", "rdma.c", "args.c", "args.h", "stats.c",
                  "stats.h", "jsonout.c", "jsonout.h", "net.c", "proto.c", "hostinfo.c",
-                 "util.c", "wire.c", "plan.c", "plan.h", "test_probe.c", "fakeverbs.c",
+                 "util.c", "wire.c", "plan.c", "plan.h", "coro.c", "coro.h", "test_probe.c",
+                 "fakeverbs.c",
                  "Makefile", "SCHEMA.md"):
         assert (PROBE_SRC / name).is_file(), name
 
@@ -118,7 +121,7 @@ def test_help_exits_0(probe: Path):
     assert r.stdout.startswith("usage: rnicsim-probe --server")
     for word in ("--client HOST", "--out", "--sweeps", "--iters", "--time-limit", "--port",
                  "--dev", "--qps-threads N",
-                 "lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages"):
+                 "lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages,", "coro"):
         assert word in r.stdout, word
     assert r.stderr == ""
     assert _run([str(probe), "-h"], timeout=30).returncode == 0
@@ -220,6 +223,20 @@ QUICK = ["--iters", "20", "--bw-iters", "400", "--time-limit", "0.3", "--max-qps
          "--max-threads", "2", "--region-mb", "8", "--connect-timeout", "5"]
 
 
+def _split_coro(text: str) -> tuple[str, list[dict]]:
+    """The file without its coro sweep's lines (the `switch` lines and the `coro`
+    measurements and skips, which calibration.parsers does not read yet: SCHEMA.md
+    documents them), and those lines parsed."""
+    keep, coro = [], []
+    for ln in text.splitlines():
+        obj = json.loads(ln)
+        if obj["type"] == "switch" or obj.get("sweep") == "coro":
+            coro.append(obj)
+        else:
+            keep.append(ln)
+    return "\n".join(keep) + "\n", coro
+
+
 def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     from calibration.parsers import load_measurements, parse_probe_jsonl
 
@@ -233,7 +250,12 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
         _stop(srv)
     assert r.returncode == 0, r.stderr
     assert "done:" in r.stderr and r.stdout == ""
-    run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
+    # `all` includes the coro sweep, last: 3 switch lines and 12 points
+    text, coro = _split_coro(out.read_text(encoding="utf-8"))
+    assert [o["type"] for o in coro] == ["switch"] * 3 + ["measurement"] * 12, coro
+    out.write_text(text, encoding="utf-8")
+    run = parse_probe_jsonl(text, str(out))
+    assert run.header["args"]["sweeps"][-1] == "coro"
     assert run.complete
     assert set(run.devices) == set(run.links) == set(run.hosts) == {"client", "server"}
     assert run.links["client"]["link_layer"] == "IB" and run.header["path_mtu"] == 4096
@@ -260,9 +282,96 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     assert by_n and all(v == {("post_to_cqe", "READ", 32), ("throughput", "READ", 32)}
                         for n, v in by_n.items() if n < max(by_n)), by_n
     assert {m["page_size"] for m in run.measurements if m["sweep"] == "pages"} == {4096, 2097152}
-    assert run.end["points"] == len(run.measurements)
+    assert run.end["points"] == len(run.measurements) + 12  # the coro points count too
     ms = load_measurements([out])
     assert {m.tool for m in ms} == {"rnicsim-probe"} and len(ms) > 500
+
+
+# every key of a coro measurement (SCHEMA.md): the standard ones, the throughput ones and
+# the coro sweep's own
+CORO_KEYS = {"type", "sweep", "verb", "transport", "method", "payload", "qps", "threads",
+             "depth", "batch", "signal_every", "inline", "page_size", "page_backing",
+             "region_bytes", "addresses", "random_offsets", "iters", "elapsed_s",
+             "truncated", "mops", "gbps", "coroutines", "cq_layout", "switch_impl",
+             "polls_per_op", "empty_poll_fraction"}
+SWITCH_KEYS = {"type", "switch_impl", "coroutines", "iters", "elapsed_s", "ns_per_switch"}
+CORO_POINTS = [(k, layout) for k in (1, 2, 4, 8, 16, 32) for layout in ("shared", "per_qp")]
+
+
+def _run_coro(fake_probe: Path, tmp_path: Path, *args: str) -> list[dict]:
+    port = _free_port()
+    srv = _start_server(fake_probe, port)
+    out = tmp_path / "coro.jsonl"
+    try:
+        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
+                  str(out), "--sweeps", "coro", *args], timeout=240)
+    finally:
+        _stop(srv)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(ln) for ln in out.read_text(encoding="utf-8").splitlines()]
+    assert lines[0]["type"] == "probe" and lines[0]["args"]["sweeps"] == ["coro"]
+    assert lines[-1]["type"] == "end" and lines[-1]["status"] == "ok", lines[-1]
+    return lines
+
+
+def test_end_to_end_coro_sweep_on_fake_verbs(fake_probe: Path, tmp_path: Path):
+    """--sweeps coro: three bare switch lines (1, 2, 32 coroutines, no RDMA), then a READ
+    point for 1 .. 32 coroutines, each with its own QP, their completions polled through
+    one shared CQ and through a CQ per QP. The fake verbs complete a READ as it is posted,
+    on the send CQ its QP was created with: per-QP polling never comes back empty (one
+    poll per READ), a shared CQ hands the scheduler min(K, 16) completions per poll. A
+    completion on the wrong CQ would strand its coroutine (a skip: no completion within
+    5 s); a coroutine reading outside its 64-B local slot fails the fake's lkey check."""
+    lines = _run_coro(fake_probe, tmp_path, "--bw-iters", "400", "--time-limit", "5")
+    types = [ln["type"] for ln in lines]
+    assert "skip" not in types, [ln for ln in lines if ln["type"] == "skip"]
+    sw = [ln for ln in lines if ln["type"] == "switch"]
+    ms = [ln for ln in lines if ln["type"] == "measurement"]
+    assert len(sw) == 3 and len(ms) == 12
+    # the bare switch first, then the RDMA points
+    assert max(i for i, t in enumerate(types) if t == "switch") < types.index("measurement")
+    impl = "asm" if platform.machine() in ("x86_64", "aarch64") else "ucontext"
+    assert [s["coroutines"] for s in sw] == [1, 2, 32]
+    for s in sw:
+        assert set(s) == SWITCH_KEYS, s
+        assert s["switch_impl"] == impl and s["iters"] == 1_000_000
+        assert s["elapsed_s"] > 0 and s["ns_per_switch"] > 0
+        assert abs(s["ns_per_switch"] - s["elapsed_s"] * 1e9 / 1e6) <= 1e-6 * s["ns_per_switch"]
+    assert [(m["coroutines"], m["cq_layout"]) for m in ms] == CORO_POINTS
+    for m in ms:
+        k = m["coroutines"]
+        assert set(m) == CORO_KEYS, set(m) ^ CORO_KEYS
+        assert (m["sweep"], m["verb"], m["transport"], m["method"]) == \
+            ("coro", "READ", "RC", "throughput")
+        assert (m["payload"], m["qps"], m["threads"], m["depth"], m["batch"],
+                m["signal_every"], m["inline"], m["addresses"], m["random_offsets"]) == \
+            (64, k, 1, 1, 1, 1, False, k, False)
+        assert m["page_size"] == 4096 and m["page_backing"] == "base"
+        assert m["region_bytes"] >= 64 * k  # slot k at offset 64 x k
+        # every point completed its iterations
+        assert m["iters"] == 400 and not m["truncated"], m
+        assert m["elapsed_s"] > 0 and m["mops"] > 0
+        assert m["gbps"] == pytest.approx(m["mops"] * 64 * 8 / 1000, rel=1e-9)
+        assert m["switch_impl"] == impl
+        assert 0 <= m["empty_poll_fraction"] <= 1
+        if m["cq_layout"] == "per_qp":
+            assert m["polls_per_op"] >= 1
+            assert m["polls_per_op"] == 1 and m["empty_poll_fraction"] == 0, m
+        else:
+            assert m["polls_per_op"] > 0
+            assert m["polls_per_op"] == pytest.approx(1 / min(k, 16), rel=0.1), m
+    assert lines[-1]["points"] == 12 and lines[-1]["skipped"] == 0
+
+
+def test_end_to_end_coro_sweep_stops_at_the_time_limit(fake_probe: Path, tmp_path: Path):
+    """A --bw-iters no point reaches: each coro point stops posting at --time-limit, its
+    READs in flight complete and are counted, and the run goes on to the next point."""
+    lines = _run_coro(fake_probe, tmp_path, "--bw-iters", "1000000000", "--time-limit", "0.2")
+    ms = [ln for ln in lines if ln["type"] == "measurement"]
+    assert [(m["coroutines"], m["cq_layout"]) for m in ms] == CORO_POINTS
+    for m in ms:
+        assert m["truncated"] and 0 < m["iters"] < 1_000_000_000, m
+        assert m["elapsed_s"] < 1.0 and m["polls_per_op"] > 0
 
 
 def test_end_to_end_qps_sweep_with_posting_threads(fake_probe: Path, tmp_path: Path):
