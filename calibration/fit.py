@@ -464,6 +464,8 @@ def map_measurements(ms: list[Measurement], base: Profile
             skip(f"measured on {m.link_layer}, the base profile is {base.link.kind}")
             continue
         if m.kind == "switch":
+            # one resume+yield pair; the simulator charges coroutine_switch once per resume
+            # and nothing for the yield back, so the pair is that parameter
             pm = metrics["switch_ns"]
             exp = Experiment(tool="coro_switch", size=0, coroutines=m.coroutines)
             points.append(Point(exp, "switch_ns", pm.value, 1.0,

@@ -591,21 +591,19 @@ def test_load_measurements_tells_formats_apart(tmp_path):
 
 
 def test_schema_md_examples_parse():
-    """The measurement examples of SCHEMA.md are valid for the parser."""
+    """The measurement and switch examples of SCHEMA.md are valid for the parser."""
     text = SCHEMA_MD.read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", text, re.S)
     lines = [ln for b in blocks for ln in b.splitlines()
              if ln.startswith('{"type":"measurement"')]
-    # the coro sweep's example is documented ahead of the parser, which does not read
-    # that sweep (nor its `switch` lines) yet: drop this filter when it does
-    coro = [ln for ln in lines if '"sweep":"coro"' in ln]
-    assert len(coro) == 1
-    lines = [ln for ln in lines if ln not in coro]
+    assert sum('"sweep":"coro"' in ln for ln in lines) == 1
+    lines += [ln for b in blocks for ln in b.splitlines() if ln.startswith('{"type":"switch"')]
     assert len(lines) >= 2
     run = parse_probe_jsonl(json.dumps(HEADER) + "\n" + "\n".join(lines) + "\n", "SCHEMA.md")
     assert {m["method"] for m in run.measurements} == {"post_to_cqe", "throughput"}
+    assert len(run.switches) == 1 and any(m["sweep"] == "coro" for m in run.measurements)
     # and the documented sweep names are the ones the parser accepts
     for sweep in ("lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline",
-                  "atomics", "pages"):
+                  "atomics", "pages", "coro"):
         assert f"`{sweep}`" in text
     assert math.isclose(MB, 1048576)

@@ -223,20 +223,6 @@ QUICK = ["--iters", "20", "--bw-iters", "400", "--time-limit", "0.3", "--max-qps
          "--max-threads", "2", "--region-mb", "8", "--connect-timeout", "5"]
 
 
-def _split_coro(text: str) -> tuple[str, list[dict]]:
-    """The file without its coro sweep's lines (the `switch` lines and the `coro`
-    measurements and skips, which calibration.parsers does not read yet: SCHEMA.md
-    documents them), and those lines parsed."""
-    keep, coro = [], []
-    for ln in text.splitlines():
-        obj = json.loads(ln)
-        if obj["type"] == "switch" or obj.get("sweep") == "coro":
-            coro.append(obj)
-        else:
-            keep.append(ln)
-    return "\n".join(keep) + "\n", coro
-
-
 def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     from calibration.parsers import load_measurements, parse_probe_jsonl
 
@@ -250,12 +236,12 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
         _stop(srv)
     assert r.returncode == 0, r.stderr
     assert "done:" in r.stderr and r.stdout == ""
+    run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
     # `all` includes the coro sweep, last: 3 switch lines and 12 points
-    text, coro = _split_coro(out.read_text(encoding="utf-8"))
-    assert [o["type"] for o in coro] == ["switch"] * 3 + ["measurement"] * 12, coro
-    out.write_text(text, encoding="utf-8")
-    run = parse_probe_jsonl(text, str(out))
     assert run.header["args"]["sweeps"][-1] == "coro"
+    assert [w["coroutines"] for w in run.switches] == [1, 2, 32]
+    coro = [m for m in run.measurements if m["sweep"] == "coro"]
+    assert len(coro) + sum(s["sweep"] == "coro" for s in run.skips) == 12
     assert run.complete
     assert set(run.devices) == set(run.links) == set(run.hosts) == {"client", "server"}
     assert run.links["client"]["link_layer"] == "IB" and run.header["path_mtu"] == 4096
@@ -264,7 +250,7 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
                for s in run.skips), [s["reason"] for s in run.skips]
     sweeps = {m["sweep"] for m in run.measurements}
     assert sweeps == {"lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline",
-                      "atomics", "pages"}
+                      "atomics", "pages", "coro"}
     kinds = {(m["verb"], m["transport"], m["method"]) for m in run.measurements
              if m["sweep"] == "lat"}
     assert kinds == {("READ", "RC", "post_to_cqe"), ("WRITE", "RC", "post_to_cqe"),
@@ -282,9 +268,10 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     assert by_n and all(v == {("post_to_cqe", "READ", 32), ("throughput", "READ", 32)}
                         for n, v in by_n.items() if n < max(by_n)), by_n
     assert {m["page_size"] for m in run.measurements if m["sweep"] == "pages"} == {4096, 2097152}
-    assert run.end["points"] == len(run.measurements) + 12  # the coro points count too
+    assert run.end["points"] == len(run.measurements)   # switch lines are not points
     ms = load_measurements([out])
     assert {m.tool for m in ms} == {"rnicsim-probe"} and len(ms) > 500
+    assert sum(m.kind == "switch" for m in ms) == 3
 
 
 # every key of a coro measurement (SCHEMA.md): the standard ones, the throughput ones and
