@@ -77,6 +77,15 @@ class Cluster:
                 c.busy_until = 0.0
                 c.busy_ns = 0.0
 
+    def qpc_counts(self) -> tuple[int, int]:
+        """``(lookups, misses)`` of the QP-context caches of every NIC since the start (a
+        lookup per WQE or message a NIC processes for a QP)."""
+        hits = misses = 0
+        for nic in self.nics:
+            hits += nic.qpc.hits
+            misses += nic.qpc.misses
+        return hits + misses, misses
+
     def fail_node(self, node: int) -> None:
         """Node ``node`` crashes: its NICs stop; RC peers break after their retry timeout."""
         for nic in self.nodes[node].nics:

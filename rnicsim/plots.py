@@ -8,7 +8,10 @@ from .scenario import Scenario, matches
 
 
 def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]:
-    """Draw every plot of ``sc`` from ``rows`` into ``out``; return the file names."""
+    """Draw every plot of ``sc`` from ``rows`` into ``out``; return the file names.
+
+    A plot whose ``where`` matches no row (e.g. a series a ``--size`` leaves out of the
+    sweep) is not drawn: an empty figure would read as a result."""
     if not sc.plots:
         return []
     import matplotlib
@@ -19,6 +22,8 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
     files = []
     for i, p in enumerate(sc.plots):
         sel = [r for r in rows if matches(p.where, r) and p.x in r and p.y in r]
+        if not sel:
+            continue
         groups: dict[Any, list] = {}
         keys = [p.series] if isinstance(p.series, str) else list(p.series or [])
         for r in sel:

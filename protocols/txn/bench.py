@@ -11,7 +11,8 @@ Metrics
     attempts), ``round_trips_per_txn`` (network round trips a committed transaction's
     attempts waited for), ``lat_exec_us``/``lat_validate_us``/``lat_log_us``/
     ``lat_commit_us`` (mean per-phase latency of committing attempts), ``cpu_util``
-    (worker cores), ``committed`` (count in the window).
+    (worker cores), ``qpc_miss_rate`` (QP-context cache misses per lookup on all NICs in
+    the window), ``committed`` (count in the window).
 """
 from __future__ import annotations
 
@@ -88,12 +89,17 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     stagger = b.coroutines * est() if est is not None and b.coroutines > 1 else 0.0
     b.occ.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
+    qpc0 = [(0, 0)]
+    sim.call_at(warmup_ns, lambda: qpc0.__setitem__(0, b.cluster.qpc_counts()))
     sim.run(until=warmup_ns + measure_ns)
     end = sim.now
+    lookups, misses = (a - c for a, c in zip(b.cluster.qpc_counts(), qpc0[0]))
     if drain:
         b.occ.stop()
         sim.run()
-    return metrics(b, measure_ns, end)
+    out = metrics(b, measure_ns, end)
+    out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
+    return out
 
 
 def metrics(b: Bench, measure_ns: float, end_ns: float) -> dict[str, float]:

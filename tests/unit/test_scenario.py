@@ -427,6 +427,22 @@ def test_run_writes_results_summary_resolved_and_plot(tmp_path, capsys):
     assert "T1" in stdout and "holds" in stdout
 
 
+def test_a_plot_matching_no_row_is_not_drawn(tmp_path, capsys):
+    """A plot whose ``where`` selects nothing (a series the size left out) writes no file
+    and is not listed; the others are drawn."""
+    text = TINY.replace("  - {x: workload.payload, y: throughput_mops, file: tput.png}\n",
+                        "  - {x: workload.payload, y: throughput_mops, file: tput.png}\n"
+                        "  - {x: workload.payload, y: throughput_mops, file: none.png,\n"
+                        "     where: {workload.verb: write}}\n")
+    assert text != TINY
+    out = tmp_path / "out"
+    code, _out, _err = cli(["run", str(scenario_file(tmp_path, text=text)), "--out",
+                            str(out), "--quiet"], capsys)
+    assert code == 0
+    assert json.loads((out / "summary.json").read_text())["plots"] == ["tput.png"]
+    assert not (out / "none.png").exists()
+
+
 def test_run_is_deterministic(tmp_path, capsys):
     """Two runs of the same scenario write identical results.csv files."""
     p = scenario_file(tmp_path, text=TINY)
