@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
-                      ValidationError, model_validator)
+                      ValidationError, field_validator, model_validator)
 
 from .errors import InputError
 from .units import parse_bytes, parse_time_ns
@@ -39,7 +39,26 @@ class NicSpec(BaseModel):
     model_config = _STRICT
     profile: str = "cx4-edr"
     per_node: int = Field(1, ge=1, le=8)
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    # {"section.param": value}; nested sections ({nic: {qp_cache_entries: 4}}) are
+    # flattened to dotted keys, values are scalars (a unit string or a number)
+    overrides: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+
+    @field_validator("overrides", mode="before")
+    @classmethod
+    def _flatten(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        flat: dict[str, Any] = {}
+
+        def walk(prefix: str, d: dict) -> None:
+            for k, x in d.items():
+                key = f"{prefix}{k}"
+                if isinstance(x, dict):
+                    walk(key + ".", x)
+                else:
+                    flat[key] = x
+        walk("", v)
+        return flat
 
 
 class SingleSwitch(BaseModel):
@@ -466,6 +485,9 @@ def _allowed_keys(loc: tuple) -> list[str]:
 
 def _set_path(d: dict, path: str, value: Any, source: str, where: str) -> None:
     parts = path.split(".")
+    if parts[:3] == ["cluster", "nic", "overrides"] and len(parts) > 4:
+        # a profile key is dotted itself: cluster.nic.overrides.nic.qp_cache_entries
+        parts = parts[:3] + [".".join(parts[3:])]
     node = d
     for p in parts[:-1]:
         if p not in node or node[p] is None:

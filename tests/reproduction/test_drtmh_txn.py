@@ -160,6 +160,18 @@ def test_other_nics_smoke_drtmh_best(name):
     assert t["smallbank", "drtmh"] > t["smallbank", "fasst"], t
 
 
+def test_whatif_scale_out_smoke_counts_connection_misses():
+    """The scale-out what-if at smoke size (3 and 6 nodes, 4 threads on 2 NICs) with a
+    QP-context cache of 4 entries: DrTM+H's one-sided verbs use 2 x (nodes - 1) RC QPs per
+    NIC, beyond the cache at 6 nodes (10 QPs), so its lookups miss there and more than at 3
+    nodes (4 QPs plus the UD ones); FaSST's 2 UD QPs per NIC fit at any size."""
+    _, rows = _rows("whatif_scale_out", "smoke", ["cluster.nic.overrides.nic.qp_cache_entries=4"])
+    miss = {(r["protocol.preset"], r["cluster.nodes"]): r["qpc_miss_rate"] for r in rows}
+    assert miss[("drtmh", 6)] > 0.3 and miss[("drtmh", 6)] > miss[("drtmh", 3)], miss
+    assert miss[("fasst", 3)] < 0.01 and miss[("fasst", 6)] < 0.01, miss
+    assert all(r["throughput_mtxns"] > 0 for r in rows)
+
+
 def test_fig3b_smoke_runs_every_transport():
     """The RPC benchmark completes RPCs over UD, RC and WRITE-with-IMM."""
     _, rows = _rows("fig3b_rpc_transports", "demo",

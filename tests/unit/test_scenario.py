@@ -569,3 +569,20 @@ def test_claims_keep_their_order_and_published_values():
                           {"kind": "value", "where": {"verb": "rpc"}, "published": 50}), ROWS)
     assert [(c["claim"], c["published"], c["holds"]) for c in out] == \
         [("C0", 80.0, True), ("C1", 50.0, True)]
+
+
+def test_profile_overrides_from_the_command_line_and_nested_yaml(tmp_path):
+    """A profile key is dotted itself: ``--set cluster.nic.overrides.nic.qp_cache_entries=4``
+    sets the key ``nic.qp_cache_entries`` (it used to nest a dict and crash with a
+    traceback), as does a nested ``overrides: {nic: {qp_cache_entries: 4}}`` in a file;
+    a list value is refused naming the key."""
+    p = scenario_file(tmp_path)
+    sc = load_scenario(p, ["cluster.nic.overrides.nic.qp_cache_entries=4"])
+    assert sc.cluster.nic.overrides == {"nic.qp_cache_entries": 4}
+    nested = scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(
+        overrides={"nic": {"qp_cache_entries": 4}, "host.mmio": "90ns"}), name="n.yaml")
+    assert load_scenario(nested).cluster.nic.overrides == {"nic.qp_cache_entries": 4,
+                                                           "host.mmio": "90ns"}
+    rejected(scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(
+        overrides={"nic.qp_cache_entries": [4, 8]}), name="l.yaml"),
+        "cluster.nic.overrides")
