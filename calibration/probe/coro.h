@@ -71,4 +71,32 @@ void coro_free(struct coro *co);
  * created (out of memory, or impl unavailable). */
 int coro_bench_switch(int k, int impl, long warmup, long iters, double *elapsed_s);
 
+/* The AAPCS64 callee-saved frame of the aarch64 context switch, as assembler text: d8-d15
+ * at sp+0..63, x19-x28 at +64..143, x29/x30 at +144, 176 bytes in all (sp stays 16-byte
+ * aligned). Shared with the unit tests' register check, which builds the same frame. */
+#define CORO_A64_SAVE_CALLEE                                                                  \
+    "    sub sp, sp, #176\n"                                                                  \
+    "    stp d8, d9, [sp, #0]\n"                                                              \
+    "    stp d10, d11, [sp, #16]\n"                                                           \
+    "    stp d12, d13, [sp, #32]\n"                                                           \
+    "    stp d14, d15, [sp, #48]\n"                                                           \
+    "    stp x19, x20, [sp, #64]\n"                                                           \
+    "    stp x21, x22, [sp, #80]\n"                                                           \
+    "    stp x23, x24, [sp, #96]\n"                                                           \
+    "    stp x25, x26, [sp, #112]\n"                                                          \
+    "    stp x27, x28, [sp, #128]\n"                                                          \
+    "    stp x29, x30, [sp, #144]\n"
+#define CORO_A64_RESTORE_CALLEE                                                               \
+    "    ldp d8, d9, [sp, #0]\n"                                                              \
+    "    ldp d10, d11, [sp, #16]\n"                                                           \
+    "    ldp d12, d13, [sp, #32]\n"                                                           \
+    "    ldp d14, d15, [sp, #48]\n"                                                           \
+    "    ldp x19, x20, [sp, #64]\n"                                                           \
+    "    ldp x21, x22, [sp, #80]\n"                                                           \
+    "    ldp x23, x24, [sp, #96]\n"                                                           \
+    "    ldp x25, x26, [sp, #112]\n"                                                          \
+    "    ldp x27, x28, [sp, #128]\n"                                                          \
+    "    ldp x29, x30, [sp, #144]\n"                                                          \
+    "    add sp, sp, #176\n"
+
 #endif

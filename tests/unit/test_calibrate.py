@@ -385,8 +385,11 @@ def _base_file(tmp_path: Path, cx3, stall: bool) -> str:
     return str(f)
 
 
-def _fit(tmp_path: Path, pts: list[dict], base: str, params: str, boot: int = 8) -> dict:
-    f = _probe(tmp_path / "probe.jsonl", pts)
+def _fit(tmp_path: Path, pts: list[dict] | None, base: str, params: str, boot: int = 8,
+         file: Path | None = None) -> dict:
+    """``rnicsim calibrate`` on a probe file of ``pts`` (or on ``file``): fit.json with
+    ``by_key`` (parameter results by key) and ``profile`` (the fitted profile) added."""
+    f = file if file is not None else _probe(tmp_path / "probe.jsonl", pts or [])
     out = tmp_path / "out"
     assert cli(["calibrate", str(f), "--base", base, "--out", str(out / "qpc.yaml"),
                 "--report", str(out / "r"), "--bootstrap", str(boot), "--seed", "2",
@@ -729,14 +732,9 @@ def test_coroutine_scheduler_costs_from_a_coro_sweep(tmp_path):
     cx4 = load_profile("cx4-edr")
     truth = cx4.with_overrides({"host.coroutine_switch": "400ns", "host.poll_cq": "90ns"},
                                "hidden truth")
-    f = _coro_file(tmp_path / "coro.jsonl", truth)
-    out = tmp_path / "out"
-    assert cli(["calibrate", str(f), "--base", "cx4-edr", "--out", str(out / "c.yaml"),
-                "--report", str(out / "r"), "--bootstrap", "0", "--quiet", "--params",
-                "host.coroutine_switch,host.poll_cq"]) == 0
-    fit = json.loads((out / "r" / "fit.json").read_text())
-    got = {p["key"]: p for p in fit["params"]}
-    prof = load_profile(str(out / "c.yaml"))
+    fit = _fit(tmp_path, None, "cx4-edr", "host.coroutine_switch,host.poll_cq", 0,
+               file=_coro_file(tmp_path / "coro.jsonl", truth))
+    got, prof = fit["by_key"], fit["profile"]
     assert prof.host.coroutine_switch == pytest.approx(400, rel=0.03)
     assert prof.host.poll_cq == pytest.approx(90, rel=0.05)
     assert got["host.coroutine_switch"]["identified"] and got["host.poll_cq"]["identified"]
