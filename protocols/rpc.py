@@ -59,6 +59,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rnicsim.sim import long_lived_heap
 from rnicsim.verbs import (RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, WRITE_WITH_IMM, Context,
                            WorkRequest)
 
@@ -406,27 +407,34 @@ class Mesh:
                 ep.ring_mr = Context(cluster, node, 0).reg_mr(max(1, n * threads) * cfg.ring,
                                                              name=f"rpc ring n{node}")
         if rc or cfg.transport != "ud":
-            two_sided = cfg.transport != "ud"
-            for node in range(n):
-                for m in range(node + 1, n):
-                    for i in range(threads):
-                        a, b = self.endpoints[(node, i)], self.endpoints[(m, i)]
-                        for _ in range(qps_per_peer):
-                            qa, qb = a.create_qp("RC"), b.create_qp("RC")
-                            qa.connect(qb)
-                            a.rc.setdefault(m, []).append(qa)
-                            b.rc.setdefault(node, []).append(qb)
-                            # the owner of the far end, as seen from each end
-                            self.qp_owner[qa.qp_num, qa.ctx.nic_id] = (m, i)
-                            self.qp_owner[qb.qp_num, qb.ctx.nic_id] = (node, i)
-                            self.peer_qp[qa.qp_num, qa.ctx.nic_id] = qb
-                            self.peer_qp[qb.qp_num, qb.ctx.nic_id] = qa
-                            if two_sided:
-                                a._add_qp(qa)
-                                b._add_qp(qb)
-                                per = 2 * in_flight + 4 * cfg.recv_batch
-                                qa.post_recv([self.recv_wr] * per)
-                                qb.post_recv([self.recv_wr] * per)
+            # threads x n^2 QPs: built with the collector held off (rnicsim.sim)
+            with long_lived_heap():
+                self._connect_rc(n, threads, qps_per_peer, cfg.transport != "ud",
+                                 2 * in_flight + 4 * cfg.recv_batch)
+
+    def _connect_rc(self, n: int, threads: int, qps_per_peer: int, two_sided: bool,
+                    per: int) -> None:
+        """One RC QP pair per (node, peer, thread index), ``qps_per_peer`` times; with
+        two-sided RC RPC each end gets ``per`` RECVs."""
+        for node in range(n):
+            for m in range(node + 1, n):
+                for i in range(threads):
+                    a, b = self.endpoints[(node, i)], self.endpoints[(m, i)]
+                    for _ in range(qps_per_peer):
+                        qa, qb = a.create_qp("RC"), b.create_qp("RC")
+                        qa.connect(qb)
+                        a.rc.setdefault(m, []).append(qa)
+                        b.rc.setdefault(node, []).append(qb)
+                        # the owner of the far end, as seen from each end
+                        self.qp_owner[qa.qp_num, qa.ctx.nic_id] = (m, i)
+                        self.qp_owner[qb.qp_num, qb.ctx.nic_id] = (node, i)
+                        self.peer_qp[qa.qp_num, qa.ctx.nic_id] = qb
+                        self.peer_qp[qb.qp_num, qb.ctx.nic_id] = qa
+                        if two_sided:
+                            a._add_qp(qa)
+                            b._add_qp(qb)
+                            qa.post_recv([self.recv_wr] * per)
+                            qb.post_recv([self.recv_wr] * per)
 
     def ring_base(self, sender: Endpoint, receiver: Endpoint) -> int:
         """Offset of ``sender``'s WRITE-with-IMM ring in ``receiver``'s ring region."""

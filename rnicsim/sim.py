@@ -137,30 +137,36 @@ class Trace:
 # Python's cyclic garbage collector scans every tracked object in each full collection,
 # and a cluster of 80 nodes holds millions (QPs, tables, endpoints) that live for the
 # whole run; with the default thresholds those scans took 30-60% of a run's time at 40-80
-# nodes and grew with the cluster. The simulator's own garbage is nearly all freed by
-# reference counting (a full collection during an 80-node SmallBank run finds ~30 cyclic
-# objects), so during a run the objects built before it are frozen out of collection
-# and collections are made rarer; both are restored afterwards (frozen objects return to
-# the oldest generation). Results do not depend on it: nothing in the simulation uses
-# finalizers, weak references or object addresses for order.
+# nodes, and 60% of building a 120-node mesh, growing with the cluster. The simulator's
+# own garbage is nearly all freed by reference counting (a full collection during an
+# 80-node SmallBank run finds ~30 cyclic objects), so while building and running,
+# collections are made rarer and the objects alive on entry are frozen out of them; the
+# outermost exit restores the thresholds and returns frozen objects to the oldest
+# generation. Results do not depend on it: nothing in the simulation uses finalizers,
+# weak references or object addresses for order.
 _GC_THRESHOLD = (50_000, 20, 20)
+_gc_depth = 0
+_gc_saved: tuple[int, ...] = ()
 
 
 @contextmanager
-def _long_lived_heap():
-    """Freeze the objects alive now out of the cyclic collector and raise its thresholds;
-    undo both on exit (re-entrant: an inner use leaves the outer state alone)."""
-    if gc.get_threshold() == _GC_THRESHOLD:     # already inside a run
-        yield
-        return
-    old = gc.get_threshold()
+def long_lived_heap():
+    """Context for building or running a large simulation: objects alive on entry are
+    frozen out of the cyclic garbage collector and collections are rarer; nested uses
+    freeze again on entry, the outermost exit restores the collector (see above)."""
+    global _gc_depth, _gc_saved
     gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLD)
+    if _gc_depth == 0:
+        _gc_saved = gc.get_threshold()
+        gc.set_threshold(*_GC_THRESHOLD)
+    _gc_depth += 1
     try:
         yield
     finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
+        _gc_depth -= 1
+        if _gc_depth == 0:
+            gc.set_threshold(*_gc_saved)
+            gc.unfreeze()
 
 
 class Simulation:
@@ -233,9 +239,9 @@ class Simulation:
         Same semantics and event order as SimPy's ``Environment.run``; scheduled hardware
         callbacks are dispatched directly rather than through ``Environment.step``. The
         objects built before the run (cluster, QPs, tables) are kept out of Python's cyclic
-        garbage collector while it runs (:func:`_long_lived_heap`).
+        garbage collector while it runs (:func:`long_lived_heap`).
         """
-        with _long_lived_heap():
+        with long_lived_heap():
             return self._run(until)
 
     def _run(self, until: float | Event | None) -> Any:
