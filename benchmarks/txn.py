@@ -12,6 +12,7 @@ Usage: ``python benchmarks/txn.py [--nodes 16] [--measure-us US] [--bench tpcc s
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import sys
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     simpy_rate = bare_simpy()
     for bench in a.bench:
+        gc.collect()     # the previous benchmark's cluster (the simulator holds the GC off)
         r = one(bench, a.nodes, a.measure_us or (400.0 if bench == "tpcc" else 50.0))
         r["simpy_timeouts_per_s"] = round(simpy_rate)
         r["efficiency"] = round(r["txns_per_wall_s"] / simpy_rate, 5)

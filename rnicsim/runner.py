@@ -11,6 +11,7 @@ look complete.
 """
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import sys
@@ -37,8 +38,15 @@ def point_profile(sc: Scenario):
 def run_point(sc: Scenario) -> dict[str, float]:
     """Run one scenario point (one element of :func:`rnicsim.scenario.points`) and
     return its metrics by stable name, unit in the name (``throughput_mops`` [M/s],
-    ``lat_p99_us`` [us], ...). Runs in the calling process; writes nothing."""
-    return workload_runner(sc.workload.kind)(sc, point_profile(sc))
+    ``lat_p99_us`` [us], ...). Runs in the calling process; writes nothing.
+
+    The point's cluster is collected before returning: while simulations run the cyclic
+    collector is held off (:func:`rnicsim.sim.long_lived_heap`), and a sweep must not
+    keep one cluster per point alive."""
+    try:
+        return workload_runner(sc.workload.kind)(sc, point_profile(sc))
+    finally:
+        gc.collect()
 
 
 def _run_indexed(args: tuple[int, Any]) -> tuple[int, dict[str, float], float]:
