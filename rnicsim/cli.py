@@ -24,6 +24,7 @@ commands:
   perftest TOOL [perftest flags] [--nic PROFILE] [--set section.param=v]
                                    perftest on two simulated hosts
   reproduce NAME [--size S] [--only SCENARIO]... [--jobs N] [--out DIR] [--json]
+                 [--profile NAME=FILE]... [--quiet]
                                    reproduce a paper's claims (drtmh, roce, rdmc)
   rdmc-schedule --algorithm A -n N -k K [--json]
                                    print an RDMC block schedule

@@ -4,6 +4,8 @@ Runs every scenario in ``scenarios/NAME/`` that has an ``expected:`` block (sort
 name), writes each one's results under ``--out`` (default ``out/reproduce/NAME``), and
 prints one line per claim check: id, published, measured and whether the finding holds.
 With ``--json`` it prints a list of ``{"claim", "published", "measured", "holds", ...}``.
+``--profile NAME=FILE`` (repeatable) runs every scenario written for profile NAME on the
+profile in FILE instead, e.g. one ``rnicsim calibrate`` fitted to your own NICs.
 Exit code 0 whether or not the findings hold (the table says); 2 on bad input.
 """
 from __future__ import annotations
@@ -47,7 +49,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", action="append", default=[],
                     help="run only scenarios whose file name contains this")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--profile", action="append", default=[], metavar="NAME=FILE",
+                    help="run the scenarios written for profile NAME on the profile FILE "
+                         "(repeatable), e.g. cx4-edr=fitted.yaml from rnicsim calibrate")
     a = ap.parse_args(argv)
+    swap = _profile_swaps(a.profile)
     files = scenario_files(a.name)
     if a.only:
         files = [f for f in files if any(o in f.name for o in a.only)]
@@ -59,6 +65,9 @@ def main(argv: list[str]) -> int:
         raw = load_raw(f)
         sizes = raw.get("sizes") or {}
         ov = [f"run.size={a.size}"] if a.size != "full" and a.size in sizes else []
+        nic = ((raw.get("cluster") or {}).get("nic") or {}).get("profile", "cx4-edr")
+        if nic in swap:
+            ov.append(f"cluster.nic.profile={swap[nic]}")
         sc = load_scenario(f, ov)
         summary = run_scenario(sc, out_root / sc.name, a.jobs, not a.quiet, str(f))
         for c in summary["claims"]:
@@ -77,6 +86,26 @@ def main(argv: list[str]) -> int:
         n = sum(r["holds"] for r in results)
         print(f"\n{n} of {len(results)} claim checks hold; results in {out_root}/")
     return 0
+
+
+def _profile_swaps(items: list[str]) -> dict[str, str]:
+    """``NAME=FILE`` arguments -> {NAME: FILE}; each FILE must load as a profile."""
+    from .profile import load_profile
+
+    out: dict[str, str] = {}
+    for it in items:
+        name, sep, path = it.partition("=")
+        if not sep or not name or not path:
+            raise InputError("command line", "--profile", f"NAME=FILE, got {it!r}")
+        try:
+            load_profile(name)
+        except InputError:
+            raise InputError("command line", "--profile",
+                             f"NAME a shipped profile (the one the scenarios name), "
+                             f"got {name!r}") from None
+        load_profile(path)          # raises InputError naming the file and the key
+        out[name] = str(Path(path).resolve())
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

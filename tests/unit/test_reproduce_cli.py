@@ -1,0 +1,61 @@
+"""``rnicsim reproduce``: bad input exits 2 naming what was expected; ``--profile`` runs a
+paper's scenarios on another profile file (e.g. one ``rnicsim calibrate`` fitted)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import yaml
+
+from rnicsim.cli import main as cli
+from rnicsim.profile import load_profile
+
+
+def _run(args, capsys) -> tuple[int, str, str]:
+    code = cli(["reproduce", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_unknown_paper_and_bad_profile_arguments_exit_2(tmp_path, capsys):
+    code, _out, err = _run(["nosuchpaper"], capsys)
+    assert code == 2 and "drtmh" in err and "Traceback" not in err
+    code, _out, err = _run(["roce", "--profile", "cx3-roce-10g"], capsys)
+    assert code == 2 and "--profile" in err and "NAME=FILE" in err
+    code, _out, err = _run(["roce", "--profile", f"cx3-roce-10g={tmp_path / 'none.yaml'}"],
+                           capsys)
+    assert code == 2 and "none.yaml" in err and "Traceback" not in err
+    code, _out, err = _run(["roce", "--profile", "cx9-warp=x.yaml"], capsys)
+    assert code == 2 and "cx9-warp" in err
+
+
+def _read_intr_latency(out: Path) -> dict[int, float]:
+    with (out / "fig1_latency" / "results.csv").open() as f:
+        return {int(r["workload.payload"]): float(r["lat_mean_us"])
+                for r in csv.DictReader(f) if r["workload.method"] == "read_intr"}
+
+
+def test_profile_swap_runs_the_scenarios_on_the_given_file(tmp_path, capsys):
+    """fig. 1 of the RoCE study on a copy of cx3-roce-10g whose interrupt handling costs
+    1 us more: the resolved scenario names the file, and every READ-Intr latency (one
+    interrupt per READ) is 1 us longer than on the shipped profile, nothing else changed."""
+    base = load_profile("cx3-roce-10g")
+    raw = yaml.safe_load(Path(base.path).read_text())
+    raw["name"] = "cx3-roce-10g-slow-irq"
+    raw["host"]["interrupt_cpu"]["value"] = "5us"      # shipped: 4 us
+    f = tmp_path / "slow.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    args = ["roce", "--size", "demo", "--only", "fig1_latency", "--quiet", "--json"]
+    code, out, _ = _run([*args, "--out", str(tmp_path / "a")], capsys)
+    assert code == 0 and json.loads(out)
+    code, out, _ = _run([*args, "--out", str(tmp_path / "b"), "--profile",
+                         f"cx3-roce-10g={f}"], capsys)
+    assert code == 0 and json.loads(out)
+    resolved = yaml.safe_load((tmp_path / "b" / "fig1_latency" /
+                               "scenario.resolved.yaml").read_text())
+    assert resolved["cluster"]["nic"]["profile"] == str(f.resolve())
+    a, b = _read_intr_latency(tmp_path / "a"), _read_intr_latency(tmp_path / "b")
+    assert a.keys() == b.keys() and len(a) >= 2
+    for size in a:
+        assert abs(b[size] - a[size] - 1.0) < 1e-6, (size, a[size], b[size])
