@@ -89,11 +89,16 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     stagger = b.coroutines * est() if est is not None and b.coroutines > 1 else 0.0
     b.occ.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
-    qpc0 = [(0, 0)]
-    sim.call_at(warmup_ns, lambda: qpc0.__setitem__(0, b.cluster.qpc_counts()))
+    at_window = {"qpc": (0, 0)}      # QP-context counts when the window opens
+
+    def window_opens() -> None:
+        at_window["qpc"] = b.cluster.qpc_counts()
+
+    sim.call_at(warmup_ns, window_opens)
     sim.run(until=warmup_ns + measure_ns)
     end = sim.now
-    lookups, misses = (a - c for a, c in zip(b.cluster.qpc_counts(), qpc0[0]))
+    (l1, m1), (l0, m0) = b.cluster.qpc_counts(), at_window["qpc"]
+    lookups, misses = l1 - l0, m1 - m0
     if drain:
         b.occ.stop()
         sim.run()
