@@ -7,25 +7,105 @@ leave the pipe idle in between. The calendar instead keeps the busy intervals an
 request into the first gap at or after its ready time that is long enough; requests that
 arrive in time order are served exactly FIFO.
 
+Packets (TLPs) interleave with bulk transfers: a single packet booked with a finite
+quantum (:meth:`Calendar.reserve_packet`) waits at most one quantum behind a long transfer
+booked as one interval, but never overtakes another packet. The packets' own intervals
+are kept in a second list (the packet lane) for that; an overtaking packet's time is added
+where it runs and, as far as that was already booked, at the end of that busy run (the
+transfer it overtook is stretched: later bookings see it, its arrival already computed
+does not move). So the pipe never carries more than its rate over a busy run.
+
 Invariants: intervals are sorted, disjoint and non-adjacent (touching ones are merged);
-intervals that ended before the current time are pruned and never needed again, because
-no reservation starts in the past.
+the union of the intervals is exactly the booked time (``busy_ns``, blocks aside); every
+packet-lane interval lies inside the main intervals; intervals that ended before the
+current time are pruned and never needed again, because no reservation starts in the past.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 _INF = float("inf")
+
+
+def _first_fit(starts: list, ends: list, t: float, dur: float) -> float:
+    """The earliest start >= ``t`` where ``dur`` overlaps none of the intervals."""
+    n = len(ends)
+    if n == 0 or t >= ends[-1]:
+        return t
+    i = bisect_right(ends, t)
+    cand = t
+    end = t + dur
+    while i < n and starts[i] < end:
+        e = ends[i]
+        if e > cand:
+            cand = e
+            end = e + dur
+        i += 1
+    return cand
+
+
+def _insert(starts: list, ends: list, a: float, b: float) -> float:
+    """Add ``[a, b)`` to sorted, disjoint, non-adjacent intervals, merging what it overlaps
+    or touches; return the time it newly covers [ns]."""
+    i = bisect_left(ends, a)        # the first interval ending at or after a
+    n = len(starts)
+    if i == n or starts[i] > b:
+        starts.insert(i, a)
+        ends.insert(i, b)
+        return b - a
+    j = i
+    lo, hi = a, b
+    covered = 0.0
+    while j < n and starts[j] <= b:
+        s, e = starts[j], ends[j]
+        if s < lo:
+            lo = s
+        if e > hi:
+            hi = e
+        ov = (e if e < b else b) - (s if s > a else a)
+        if ov > 0.0:
+            covered += ov
+        j += 1
+    starts[i:j] = [lo]
+    ends[i:j] = [hi]
+    return (b - a) - covered
+
+
+def _remove(starts: list, ends: list, a: float, b: float) -> float:
+    """Take ``[a, b)`` out of the intervals; return the time that was covered [ns]."""
+    i = bisect_right(ends, a)
+    removed = 0.0
+    while i < len(starts) and starts[i] < b:
+        s, e = starts[i], ends[i]
+        removed += (e if e < b else b) - (s if s > a else a)
+        if s < a and e > b:          # split in two
+            ends[i] = a
+            starts.insert(i + 1, b)
+            ends.insert(i + 1, e)
+            break
+        if s < a:
+            ends[i] = a
+            i += 1
+        elif e > b:
+            starts[i] = b
+            break
+        else:
+            del starts[i], ends[i]
+    return removed
 
 
 class Calendar:
     """Busy intervals of one pipe; :meth:`reserve` books the first gap that fits."""
 
-    __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at")
+    __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at", "pstarts", "pends")
 
     def __init__(self, env=None) -> None:
         self.starts: list[float] = []
         self.ends: list[float] = []
+        # The packet lane: intervals of packets booked with a finite quantum (and blocks),
+        # each inside a main interval; an overtaking packet may not overlap them.
+        self.pstarts: list[float] = []
+        self.pends: list[float] = []
         self.busy_ns = 0.0
         self.env = env          # the SimPy environment, for pruning (optional)
         # Prune when the interval list grows past this (never without an environment).
@@ -43,29 +123,23 @@ class Calendar:
 
     def start_if_booked(self, t: float, dur: float) -> float:
         """Where :meth:`reserve` would start ``dur`` from ``t`` (books nothing)."""
-        starts, ends = self.starts, self.ends
-        n = len(ends)
-        if n == 0 or t >= ends[-1]:
-            return t
-        i = bisect_right(ends, t)
-        cand = t
-        while i < n and starts[i] < cand + dur:
-            if ends[i] > cand:
-                cand = ends[i]
-            i += 1
-        return cand
+        return _first_fit(self.starts, self.ends, t, dur)
 
     def reserve_packet(self, t: float, dur: float, quantum: float) -> float:
-        """Book one small packet that may slip between the packets of bulk transfers.
+        """Book one packet that may slip between the packets of bulk transfers; return its
+        start [ns].
 
         A switch port or PCIe link interleaves packets of different transfers, so a packet
         never waits more than one ``quantum`` (one MTU packet / one TLP) behind a long
-        transfer booked as a single interval. When the first gap is further away than that,
-        the packet starts one quantum after ``t`` and its time is counted as busy but not
-        booked: the bulk transfer is stretched by a packet, which this calendar does not
-        move (already scheduled arrivals stay valid); the overlap is at most one packet.
-        With an infinite ``quantum`` this is :meth:`reserve` (the one implementation of
-        booking, in one frame for the hot callers).
+        transfer booked as a single interval. When the first gap that fits is further away
+        than that, the packet starts at the first time from ``t + quantum`` on that no
+        other packet holds (packets keep their order among themselves) and, if that is
+        before the gap, runs there: its time is added to the busy intervals where it runs
+        and, for the part that was booked already, at the end of that busy run (the bulk
+        transfer is stretched by a packet for later bookings; arrivals already computed
+        stay valid). With an infinite ``quantum`` this is :meth:`reserve` and the packet
+        lane is not used (the one implementation of booking, in one frame for the hot
+        callers).
         """
         ends = self.ends
         n = len(ends)
@@ -75,6 +149,7 @@ class Calendar:
             self.prune(self.env._now)
             n = len(ends)
             self._prune_at = max(64, 2 * n)
+        lane = quantum != _INF
         if n == 0 or t >= ends[-1]:
             # Fast path: after everything booked so far.
             self.busy_ns += dur
@@ -83,6 +158,13 @@ class Calendar:
             else:
                 self.starts.append(t)
                 ends.append(t + dur)
+            if lane:
+                pends = self.pends
+                if pends and t == pends[-1]:
+                    pends[-1] = t + dur
+                else:
+                    self.pstarts.append(t)
+                    pends.append(t + dur)
             return t
         starts = self.starts
         i = bisect_right(ends, t)
@@ -94,11 +176,18 @@ class Calendar:
                 cand = e
                 end = e + dur
             i += 1
-        if cand > t + quantum:
-            # Too far: the packet slips in one quantum after t (see above), unbooked.
-            self.busy_ns += dur
-            return t + quantum
         self.busy_ns += dur
+        if lane and cand > t + quantum:
+            s = _first_fit(self.pstarts, self.pends, t + quantum, dur)
+            if s < cand:
+                # Overtake: run at s, inside a busy run; what of [s, s + dur) was booked
+                # already is booked again after that run.
+                debt = dur - _insert(starts, ends, s, s + dur)
+                if debt > 0.0:
+                    d0 = _first_fit(starts, ends, s, debt)
+                    _insert(starts, ends, d0, d0 + debt)
+                _insert(self.pstarts, self.pends, s, s + dur)
+                return s
         # Insert [cand, end) before index i, merging with touching neighbours.
         if i > 0 and ends[i - 1] >= cand:
             ends[i - 1] = end
@@ -110,6 +199,8 @@ class Calendar:
         else:
             starts.insert(i, cand)
             ends.insert(i, end)
+        if lane:
+            _insert(self.pstarts, self.pends, cand, end)
         return cand
 
     def reserve_split(self, t: float, dur: float, chunk: float) -> tuple[float, float]:
@@ -162,43 +253,35 @@ class Calendar:
         return first, pieces[-1][1]
 
     def _insert(self, a: float, b: float) -> None:
-        starts, ends = self.starts, self.ends
-        i = bisect_right(ends, a)
-        if i > 0 and ends[i - 1] >= a:
-            ends[i - 1] = b
-            if i < len(starts) and starts[i] <= b:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
-        elif i < len(starts) and starts[i] <= b:
-            starts[i] = a
-        else:
-            starts.insert(i, a)
-            ends.insert(i, b)
+        """Add ``[a, b)``, a free gap of the main intervals."""
+        _insert(self.starts, self.ends, a, b)
+
+    def book_packet(self, a: float, b: float) -> None:
+        """Add the packet ``[a, b)``, already in a free gap, to the main intervals and the
+        packet lane (for callers that find the gap themselves, e.g. around PFC pauses)."""
+        _insert(self.starts, self.ends, a, b)
+        _insert(self.pstarts, self.pends, a, b)
 
     def block(self, t0: float, t1: float) -> None:
         """Mark ``[t0, t1)`` busy whatever was booked (a pause imposed from outside)."""
         if t1 <= t0:
             return
-        starts, ends = self.starts, self.ends
-        # Intervals [i, j) overlap or touch [t0, t1]; replace them by their union.
-        i = bisect_right(ends, t0)
-        if i > 0 and ends[i - 1] >= t0:
-            i -= 1
-        j = i
-        lo, hi = t0, t1
-        while j < len(starts) and starts[j] <= hi:
-            if starts[j] < lo:
-                lo = starts[j]
-            if ends[j] > hi:
-                hi = ends[j]
-            j += 1
-        # Only the time that was not booked already becomes busy.
-        self.busy_ns += (hi - lo) - sum(e - b for b, e in zip(starts[i:j], ends[i:j]))
-        starts[i:j] = [lo]
-        ends[i:j] = [hi]
+        # Only the time that was not booked already becomes busy. Packets may not overtake
+        # into a pause either.
+        self.busy_ns += _insert(self.starts, self.ends, t0, t1)
+        _insert(self.pstarts, self.pends, t0, t1)
+
+    def free(self, a: float, b: float) -> None:
+        """Free ``[a, b)`` (the unsent part of a transfer that was paused)."""
+        if b > a:
+            self.busy_ns -= _remove(self.starts, self.ends, a, b)
+            _remove(self.pstarts, self.pends, a, b)
 
     def prune(self, now: float) -> None:
         """Forget intervals that ended before ``now``."""
         i = bisect_right(self.ends, now)
         if i:
             del self.starts[:i], self.ends[:i]
+        i = bisect_right(self.pends, now)
+        if i:
+            del self.pstarts[:i], self.pends[:i]

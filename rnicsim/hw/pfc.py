@@ -257,37 +257,13 @@ def reserve_avoiding(cal: Calendar, pause: Calendar, t: float, dur: float,
         if left > 0:
             cand = ends[i]
             i += 1
-    for a, b in pieces:
-        cal._insert(a, b)
+    if len(pieces) == 1 and not (chunk > 0 and dur > chunk):
+        cal.book_packet(*pieces[0])     # a single packet: others may not overtake into it
+    else:
+        for a, b in pieces:
+            cal._insert(a, b)
     cal.busy_ns += dur
     return pieces[0][0], pieces[-1][1]
-
-
-def carve(cal: Calendar, a: float, b: float) -> None:
-    """Free ``[a, b)`` of ``cal`` (the unsent part of a message that was paused)."""
-    if b <= a:
-        return
-    starts, ends = cal.starts, cal.ends
-    i = bisect_right(ends, a)
-    removed = 0.0
-    while i < len(starts) and starts[i] < b:
-        s, e = starts[i], ends[i]
-        lo, hi = max(s, a), min(e, b)
-        removed += hi - lo
-        if s < a and e > b:          # split in two
-            ends[i] = a
-            starts.insert(i + 1, b)
-            ends.insert(i + 1, e)
-            break
-        if s < a:
-            ends[i] = a
-            i += 1
-        elif e > b:
-            starts[i] = b
-            break
-        else:
-            del starts[i], ends[i]
-    cal.busy_ns -= removed
 
 
 def ingress(st: PrioState, cfg: PfcConfig, up, now: float, a0: float, a1: float,
@@ -348,7 +324,7 @@ def ingress(st: PrioState, cfg: PfcConfig, up, now: float, a0: float, a1: float,
             break
         # The paused message sends the rest of its bytes after the resume.
         if contiguous:
-            carve(up.cal, t_off if t_off > x0 - prop else x0 - prop, sent_end)
+            up.cal.free(t_off if t_off > x0 - prop else x0 - prop, sent_end)
         r0, r1 = reserve_avoiding(up.cal, st.paused, t_on, rem_ns, chunk)
         segs.append((r0 + prop, r1 + prop, b * (1.0 - frac)))
         if r1 + prop + sw_lat > ent[2]:

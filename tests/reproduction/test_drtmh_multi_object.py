@@ -6,10 +6,16 @@ sweep. Asserted are the findings the model reproduces at that size (see the scen
 ``expected:`` block for every D9 check, including those the model misses at this size):
 
 - coroutines multiply the throughput of both primitives (published 7x and 6.46x);
-- passive ACK nearly doubles two-sided writes (1.96x; the model gives more than 2.16x,
-  a known gap) and helps one-sided writes less;
-- without passive ACK one-sided writes beat two-sided at every step; with it, two-sided
-  wins (the only case it does).
+- passive ACK helps two-sided writes more than one-sided ones;
+- without passive ACK one-sided writes beat two-sided at every step.
+
+Known gaps, asserted as gaps (each fails when it closes, to update this note): passive
+ACK gives two-sided writes about 1.6x, not 1.96x, and so two-sided does not overtake
+one-sided with it. The model's UD RPC of a 64-B object is PCIe-bound there (about 59 M
+requests/s per NIC: a 128-B UD WQE and the 80-B payload read by DMA, the 120-B GRH +
+payload write and a CQE, about 265 B of TLPs each way per request). Until 2026-11-25 a
+PCIe TLP queued more than one TLP behind others was not booked, the link carried more
+than its rate and the model gave 2.19x.
 """
 import os
 from pathlib import Path
@@ -34,16 +40,12 @@ def _check_writes(t: dict) -> None:
     two = {s: t[("write", "two_sided", s)] for s in range(5)}
     assert one[1] / one[0] > 3 and two[1] / two[0] > 3, (one, two)      # coroutines
     pa_two, pa_one = two[4] / two[3], one[4] / one[3]
-    assert pa_two >= 1.96 * 0.9, pa_two                                 # D9: 1.96x
-    # Known gap: passive ACK saves the model more than the published 1.96x (2.19 at demo
-    # size): a reply, posted alone per poll round, costs more CPU than a request posted
-    # in a doorbell batch of 10 (since RPC messages of 64 B and more are no longer inlined,
-    # as rlib posts them). Fails when the gap closes, to update this note.
-    assert pa_two > 1.96 * 1.1, pa_two
     assert pa_two > pa_one >= 1.0, (pa_two, pa_one)
     for s in range(4):
         assert one[s] > two[s], (s, one[s], two[s])                   # one-sided wins
-    assert two[4] > one[4], (two[4], one[4])                          # ... except PA
+    # Known gaps (module doc): PCIe caps the two-sided passive-ACK step.
+    assert pa_two < 1.96 * 0.9, pa_two                                # D9: 1.96x
+    assert two[4] < one[4], (two[4], one[4])                          # published: two wins
 
 
 def test_fig6_writes_qualitative_findings():

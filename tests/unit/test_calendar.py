@@ -96,6 +96,45 @@ def test_split_final_piece_may_be_shorter_than_a_chunk():
     assert intervals(c) == [(0.0, 20.0)]
 
 
+# --------------------------------------------------------------------------- reserve_packet
+def test_a_packet_overtakes_a_bulk_transfer_by_one_quantum_and_stretches_it():
+    """Behind a 100-ns bulk booking a 5-ns packet (quantum 8) starts 8 ns after it is ready,
+    not at the bulk's end; its time is added after the bulk run. A second packet queues
+    behind the first (packets never overtake packets), and the bulk run grows again."""
+    c = Calendar()
+    assert c.reserve(0.0, 100.0) == 0.0
+    assert c.reserve_packet(10.0, 5.0, 8.0) == 18.0
+    assert intervals(c) == [(0.0, 105.0)] and c.busy_ns == 105.0
+    assert c.reserve_packet(11.0, 5.0, 8.0) == 23.0      # not 19: the first holds [18, 23)
+    assert intervals(c) == [(0.0, 110.0)] and c.busy_ns == 110.0
+    assert c.reserve(50.0, 10.0) == 110.0                # later bookings see the stretch
+    assert c.reserve_packet(200.0, 5.0, 8.0) == 200.0
+
+
+def test_a_packet_within_a_quantum_of_a_gap_takes_the_gap():
+    """When the first gap that fits starts within one quantum, the packet is booked there."""
+    c = Calendar()
+    c.reserve(0.0, 20.0)
+    assert c.reserve_packet(15.0, 5.0, 8.0) == 20.0
+    assert intervals(c) == [(0.0, 25.0)]
+
+
+def test_packets_queued_behind_packets_do_not_overtake():
+    """A queue of packets is served in order, however far beyond a quantum it reaches."""
+    c = Calendar()
+    starts = [c.reserve_packet(0.0, 10.0, 8.0) for _ in range(5)]
+    assert starts == [0.0, 10.0, 20.0, 30.0, 40.0]
+    assert c.busy_ns == 50.0 and intervals(c) == [(0.0, 50.0)]
+
+
+def test_a_packet_does_not_overtake_into_a_pause():
+    """A blocked interval (a pause imposed from outside) holds packets as well."""
+    c = Calendar()
+    c.reserve(0.0, 100.0)
+    c.block(10.0, 40.0)
+    assert c.reserve_packet(10.0, 5.0, 8.0) == 40.0
+
+
 # --------------------------------------------------------------------------- block / prune
 def test_block_marks_busy_and_merges_overlaps():
     """block makes [t0, t1) busy, merged with the bookings it overlaps or touches."""

@@ -1,6 +1,7 @@
 """Unloaded verbs against hand-computed timelines (the mechanism, added up by hand)."""
 import pytest
 
+from rnicsim.hw.link import LinkDir, transmit
 from rnicsim.cluster import Cluster
 from rnicsim.profile import load_profile
 from rnicsim.sim import Simulation
@@ -132,6 +133,23 @@ def test_tx_arbitration_message_vs_packet():
     # the switch port, plus a few TLPs of the big message's DMA at the receiver: a few
     # packet times, against the ~80 us of the whole message.
     assert alone < pkt < alone + 3 * one_pkt, (alone, pkt, one_pkt)
+
+
+def test_an_incast_of_single_packets_is_held_to_the_port_rate():
+    """Two senders at line rate into one switch port: the port carries them at its own rate
+    (the last packet leaves after both streams' total wire time), in the order they came.
+    Before 2026-11-25 a packet queued more than one MTU behind others slipped ahead of them
+    unbooked, and such a port carried twice its rate."""
+    a, b = LinkDir("a", 10e9, 0.0), LinkDir("b", 10e9, 0.0)
+    a.interleave = b.interleave = False
+    port = LinkDir("port", 10e9, 0.0)
+    n, size = 200, 1100
+    last = 0.0
+    for k in range(n):
+        t = k * size * a.ns_per_byte
+        last = max(last, transmit([a, port], t, size), transmit([b, port], t, size))
+    assert last == pytest.approx(2 * n * size * port.ns_per_byte)
+    assert port.cal.busy_ns == pytest.approx(2 * n * size * port.ns_per_byte)
 
 
 def _send_pair(profile):
