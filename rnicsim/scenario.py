@@ -644,7 +644,12 @@ def _check_sweep(sc: Scenario, raw: dict, source: str) -> None:
 
 
 def _path_allowed(sc: BaseModel, key: str) -> bool:
-    """True when ``key`` names a field of the validated scenario (its concrete kinds)."""
+    """True when ``key`` names a field of the validated scenario (its concrete kinds), or
+    a profile parameter under ``cluster.nic.overrides`` (``section.param``; whether the
+    profile has it is checked with each point's profile, :func:`check_points`)."""
+    parts = key.split(".")
+    if parts[:3] == ["cluster", "nic", "overrides"]:
+        return len(parts) >= 5 and all(parts[3:])
     obj: Any = sc
     for part in key.split("."):
         if not isinstance(obj, BaseModel) or part not in type(obj).model_fields:

@@ -586,3 +586,24 @@ def test_profile_overrides_from_the_command_line_and_nested_yaml(tmp_path):
     rejected(scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(
         overrides={"nic.qp_cache_entries": [4, 8]}), name="l.yaml"),
         "cluster.nic.overrides")
+
+
+def test_a_profile_parameter_can_be_swept(tmp_path):
+    """``sweep: {cluster.nic.overrides.nic.qp_cache_entries: [4, 8]}`` runs one point per
+    value, each on the profile with that override; a parameter the profile does not have
+    is refused naming the key, and so is a path with no parameter after ``overrides``."""
+    from rnicsim.scenario import points
+
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"cluster.nic.overrides.nic.qp_cache_entries": [4, 8]}))
+    pts = points(load_scenario(p))
+    assert [v for v, _ in pts] == [{"cluster.nic.overrides.nic.qp_cache_entries": 4},
+                                   {"cluster.nic.overrides.nic.qp_cache_entries": 8}]
+    assert [sc.cluster.nic.overrides for _, sc in pts] == [{"nic.qp_cache_entries": 4},
+                                                          {"nic.qp_cache_entries": 8}]
+    rejected(scenario_file(tmp_path, lambda r: r.update(
+        sweep={"cluster.nic.overrides.nic.qp_cache_entriez": [4]}), name="u.yaml"),
+        "cluster.nic.overrides.nic.qp_cache_entriez")
+    rejected(scenario_file(tmp_path, lambda r: r.update(
+        sweep={"cluster.nic.overrides.nic": [4]}), name="s.yaml"),
+        "sweep.cluster.nic.overrides.nic")
