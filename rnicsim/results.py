@@ -1,10 +1,12 @@
 """Writing result files so that an interrupted or failed run never leaves a file that
-looks complete."""
+looks complete, and checking output paths before a run rather than after it."""
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from .errors import InputError
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
@@ -22,3 +24,31 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
+    """Create the output directory ``path`` (and its parents) now, before a long run, so
+    that a path that cannot be a writable directory is an :class:`InputError` naming
+    ``flag`` instead of an ``OSError`` once the work is done."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError("command line", flag, f"a directory ({path} is a file)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError("command line", flag, f"a directory that can be created; {path}: "
+                         f"{e.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError("command line", flag, f"a writable directory ({path} is not)")
+    return path
+
+
+def check_out_file(path: str | Path, flag: str = "--out") -> Path:
+    """Check, before a run, that ``path`` can be written as a file: not a directory, in a
+    directory that exists or can be created (it is created now) and is writable. Raises
+    :class:`InputError` naming ``flag``."""
+    text, path = str(path), Path(path)
+    if path.is_dir() or text.endswith(os.sep):
+        raise InputError("command line", flag, f"a file name ({path} is a directory)")
+    check_out_dir(path.parent, flag)
+    return path
