@@ -9,14 +9,24 @@ from pathlib import Path
 from .errors import InputError
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file renamed into place."""
+    """Write ``data`` to ``path`` through a temporary file renamed into place.
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (0o666 less the
+    umask), not the temporary file's 0o600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -8,7 +8,8 @@ ib_send_bw, ib_atomic_bw. Flags: ``-s SIZE``, ``-a`` (all sizes 2..8 MiB), ``-n 
 ``-q QPS``, ``-t TX_DEPTH``, ``-l POST_LIST``, ``-c RC|UC|UD``, ``-I INLINE``, ``-m MTU``,
 ``-Q CQ_MOD``, ``-o OUTSTANDING_READS``, ``-A CMP_AND_SWAP|FETCH_AND_ADD``,
 ``--report_gbits``, plus ``--nic PROFILE`` (name or YAML path, default cx4-edr),
-``--set section.param=value`` (profile override), ``--seed N`` and ``--out FILE``.
+``--set section.param=value`` (profile override), ``--seed N`` and ``--out FILE`` (checked
+before the run: not a directory, in a directory that can be created).
 
 Semantics as perftest's: ``*_lat`` of SEND and WRITE report half a ping-pong round trip
 (WRITE polls the landing buffer in memory, SEND polls the receive queue); READ and ATOMIC
@@ -467,6 +468,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     a, overrides = parse_args(argv)
+    if a.out:
+        from rnicsim.results import check_out_file
+
+        check_out_file(a.out)
     profile = load_profile(a.nic)
     if overrides:
         profile = profile.with_overrides(overrides, "command line --set")

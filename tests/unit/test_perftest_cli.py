@@ -110,6 +110,32 @@ def test_output_file_matches_stdout(capsys, tmp_path):
     assert not list(tmp_path.rglob("*.partial"))
 
 
+def test_out_directory_exits_2_before_running(capsys, tmp_path):
+    """``--out`` naming a directory, or a path below a file, exits 2 naming --out before
+    anything runs or prints (it used to print the table, then fail with IsADirectoryError)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for target in (tmp_path, afile / "lat.txt"):
+        code, out, err = perftest(capsys, "ib_write_lat", "-n", "5", "--out", str(target))
+        assert code == 2 and out == "" and "--out" in err and "Traceback" not in err, err
+    assert afile.read_text() == "x"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o007])
+def test_output_file_mode_follows_the_umask(capsys, tmp_path, umask):
+    """``--out`` files get 0o666 less the umask, like any file a program creates (the
+    temporary file behind the atomic write is 0o600)."""
+    import os
+
+    old = os.umask(umask)
+    try:
+        code, _, _ = perftest(capsys, "ib_send_lat", "-n", "5", "--out", str(tmp_path / "o"))
+    finally:
+        os.umask(old)
+    assert code == 0
+    assert (tmp_path / "o").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 # =========================================================================== vs reference
 @needs_ref
 @pytest.mark.parametrize("tool, filename, size, published, nic", [
