@@ -37,25 +37,37 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
 
 
 def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
-    """Create the output directory ``path`` (and its parents) now, before a long run, so
-    that a path that cannot be a writable directory is an :class:`InputError` naming
-    ``flag`` instead of an ``OSError`` once the work is done."""
+    """Check, before a long run, that ``path`` can be a writable directory, so that one that
+    cannot is an :class:`InputError` naming ``flag`` instead of an ``OSError`` once the work
+    is done. Missing directories are created to find out, then removed again: a rejected
+    command line leaves nothing behind (the writers create them when they write)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError("command line", flag, f"a directory ({path} is a file)")
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)           # deepest first
+        p = p.parent
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError("command line", flag, f"a directory that can be created; {path}: "
                          f"{e.strerror}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
+    writable = os.access(path, os.W_OK | os.X_OK)
+    for d in missing:
+        try:
+            d.rmdir()
+        except OSError:
+            break
+    if not writable:
         raise InputError("command line", flag, f"a writable directory ({path} is not)")
     return path
 
 
 def check_out_file(path: str | Path, flag: str = "--out") -> Path:
     """Check, before a run, that ``path`` can be written as a file: not a directory, in a
-    directory that exists or can be created (it is created now) and is writable. Raises
+    directory that exists or can be created, writable (see :func:`check_out_dir`). Raises
     :class:`InputError` naming ``flag``."""
     text, path = str(path), Path(path)
     if path.is_dir() or text.endswith(os.sep):
