@@ -82,7 +82,8 @@ other experiments are not re-simulated for their Jacobian columns. Reported pred
 
 Outputs: NEW.yaml (a full profile, same schema as the shipped ones, ``name`` from the
 file stem; fitted parameters say where they come from and their confidence interval),
-written atomically; DIR (``calibration.report``): plots of every series, residuals,
+written atomically with the usual mode (0o666 less the umask); both paths are checked
+before the fit; DIR (``calibration.report``): plots of every series, residuals,
 ``report.md`` and ``fit.json``.
 """
 from __future__ import annotations
@@ -101,7 +102,7 @@ from typing import Any, Sequence
 import numpy as np
 import yaml
 
-from rnicsim.results import atomic_write
+from rnicsim.results import atomic_write, check_out_dir, check_out_file
 from pydantic import BaseModel, ValidationError
 from scipy.optimize import least_squares
 
@@ -1399,8 +1400,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise InputError("command line", "--iterations", "a whole number >= 1")
     if Path(a.out).suffix not in (".yaml", ".yml"):
         raise InputError("command line", "--out", f"a .yaml file name, got {a.out!r}")
-    if Path(a.report).exists() and not Path(a.report).is_dir():
-        raise InputError("command line", "--report", f"a directory, {a.report!r} is a file")
+    check_out_file(a.out, "--out")          # before the fit, not after it
+    check_out_dir(a.report, "--report")
     if a.params is not None:
         a.params = [s.strip() for s in a.params.split(",") if s.strip()]
         if not a.params:

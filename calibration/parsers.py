@@ -74,8 +74,9 @@ _TITLE = re.compile(
 )
 _TOOL = re.compile(r"\b(ib_(?:read|write|send|atomic)_(?:lat|bw))\b")
 _TABLE = re.compile(r"^\s*#bytes\s+#iterations\s+(?P<cols>.*\S)\s*$")
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_ROW = re.compile(rf"^\s*\d+\s+\d+(?:\s+{_NUMBER})+\s*$")
+# a result row: #bytes #iterations, then the columns. Any line that starts so is parsed as
+# a row, so a malformed number in it is an error naming the line, not a skipped line.
+_ROW = re.compile(r"^\s*\d+\s+\d+\s+\S")
 _SEPARATOR = re.compile(r"^\s*-{10,}\s*$")
 _HEADER_SKIP = re.compile(r"^\s*(?:local address|remote address|GID)\s*:", re.I)
 # "Key words : value", several per line, separated by tabs or runs of spaces

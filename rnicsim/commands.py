@@ -56,16 +56,27 @@ def cmd_validate(argv: list[str]) -> int:
 
 
 def cmd_profiles(argv: list[str]) -> int:
-    """``rnicsim profiles [NAME|PATH] [--json]``: list profiles, or show one with sources."""
+    """``rnicsim profiles [NAME|PATH] [--json]``: list profiles, or show one with sources.
+
+    Without NAME, ``--json`` prints a list of ``{"name", "link", "rate_gbps", "nic_model",
+    "description"}`` (the table's columns, the description whole)."""
     ap = ArgumentParser(prog="rnicsim profiles", description="List or show NIC profiles.")
     ap.add_argument("name", nargs="?")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if not a.name:
+        rows = []
         for n in available_profiles():
             p = load_profile(n)
-            print(f"{n:15s} {p.link.kind:4s} {p.link.rate / 1e9:6.1f} Gb/s  "
-                  f"{p.nic.model:11s} {p.model.description.strip()[:70]}")
+            rows.append({"name": n, "link": p.link.kind, "rate_gbps": p.link.rate / 1e9,
+                         "nic_model": p.nic.model,
+                         "description": p.model.description.strip()})
+        if a.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        for r in rows:
+            print(f"{r['name']:15s} {r['link']:4s} {r['rate_gbps']:6.1f} Gb/s  "
+                  f"{r['nic_model']:11s} {r['description'][:70]}")
         return 0
     p = load_profile(a.name)
     if a.json:

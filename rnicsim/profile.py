@@ -3,7 +3,9 @@
 A profile is a YAML file in ``rnicsim/profiles/`` (or any path). Every parameter is written
 as ``{value: <quantity with unit>, source: <where the number comes from>}``; unknown keys
 are rejected, units are checked, and the loaded :class:`Profile` exposes plain floats in
-the simulator's base units (ns, bytes, bit/s) through its ``.v`` views.
+the simulator's base units (ns, bytes, bit/s) through its ``.v`` views. A bare number
+(``mmio: {value: 60, ...}``) is taken in the base unit of its kind (ns, B, bit/s, Hz), as
+:mod:`rnicsim.units` parses it; :meth:`Profile.with_overrides` relies on that.
 
 Sections:
 - ``link``: the wire (IB or RoCE), its data rate, MTU and per-packet overhead.
@@ -14,8 +16,9 @@ Sections:
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
@@ -33,10 +36,13 @@ class _Param(BaseModel):
     model_config = _STRICT
     value: Any
     source: str = Field(min_length=3)
+    example: ClassVar[str] = "..."          # a value of this kind, for messages
 
 
 class TimeP(_Param):
     """A duration; ``.ns`` is the value in nanoseconds."""
+
+    example = "300ns"
 
     @field_validator("value")
     @classmethod
@@ -47,6 +53,8 @@ class TimeP(_Param):
 class RateP(_Param):
     """A rate; the value is stored in bit/s."""
 
+    example = "100Gbps"
+
     @field_validator("value")
     @classmethod
     def _v(cls, v: Any) -> float:
@@ -55,6 +63,8 @@ class RateP(_Param):
 
 class SizeP(_Param):
     """A size; the value is stored in bytes."""
+
+    example = "4KiB"
 
     @field_validator("value")
     @classmethod
@@ -65,16 +75,27 @@ class SizeP(_Param):
 class CountP(_Param):
     """A whole count (>= 0)."""
 
+    example = "16"
+    minimum: ClassVar[int] = 0
+
     @field_validator("value")
     @classmethod
     def _v(cls, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"expected a whole number >= 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or v < cls.minimum:
+            raise ValueError(f"expected a whole number >= {cls.minimum}, got {v!r}")
         return v
+
+
+class PosCountP(CountP):
+    """A whole count of things the NIC or host needs at least one of (>= 1)."""
+
+    minimum = 1
 
 
 class FreqP(_Param):
     """A frequency; the value is stored in Hz."""
+
+    example = "2.2GHz"
 
     @field_validator("value")
     @classmethod
@@ -83,25 +104,33 @@ class FreqP(_Param):
 
 
 class RatioP(_Param):
-    """A dimensionless number in [0, 1] (fractions, encodings as 'a/b' strings)."""
+    """A dimensionless number in (0, 1] (fractions, encodings as 'a/b' strings)."""
+
+    example = "64b/66b"
 
     @field_validator("value")
     @classmethod
     def _v(cls, v: Any) -> float:
-        if isinstance(v, str) and "b/" in v:  # "64b/66b"
-            a, b = v.replace("b", "").split("/")
-            v = float(a) / float(b)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) <= 1:
-            raise ValueError(f"expected a ratio in (0, 1] or an encoding like '64b/66b', got {v!r}")
-        return float(v)
+        x = v
+        m = re.fullmatch(r"\s*(\d+)b/(\d+)b\s*", v) if isinstance(v, str) else None
+        if m and int(m.group(2)) > 0:  # "64b/66b"
+            x = int(m.group(1)) / int(m.group(2))
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < float(x) <= 1:
+            raise ValueError(f"expected a ratio in (0, 1] or an encoding like '64b/66b' "
+                             f"(data bits/line bits), got {v!r}")
+        return float(x)
 
 
 class ChoiceP(_Param):
     """One word out of a fixed set (checked by the section)."""
 
+    example = "<word>"
+
 
 class FlagP(_Param):
     """A yes/no switch."""
+
+    example = "true"
 
     @field_validator("value")
     @classmethod
@@ -182,14 +211,14 @@ class NicSection(BaseModel):
 
     model_config = _STRICT
     model: ChoiceP
-    processing_units: CountP        # parallel engines; a QP is served by one of them
+    processing_units: PosCountP     # parallel engines; a QP is served by one of them
     requester: OpTimes              # PU time to issue one WQE of the opcode [ns]
     responder: OpTimes              # PU time to serve one incoming request [ns]
     completer: OpTimes              # PU time to take one ACK / response at the requester [ns]
     per_packet: TimeP               # PU time per extra MTU packet of a message [ns]
     cqe_size: SizeP                 # bytes of one CQE written to the host [B]
     recv_wqe_size: SizeP            # bytes of one RECV descriptor the NIC DMA-reads [B]
-    recv_prefetch: CountP           # RECV descriptors per QP the NIC reads ahead of use
+    recv_prefetch: PosCountP        # RECV descriptors per QP the NIC reads ahead of use
     blueflame_size: SizeP           # largest WQE the CPU can push with the doorbell [B]
     blueflame_inline_only: FlagP    # the driver pushes only inline WQEs (libmlx4); others
                                     # ring a doorbell and the NIC fetches the WQE by DMA
@@ -200,13 +229,13 @@ class NicSection(BaseModel):
                                     # (else the PU serves other QPs meanwhile)
     mtt_cache_entries: CountP       # address translations held on the NIC
     mtt_entry_size: SizeP           # bytes fetched over PCIe on a translation miss [B]
-    atomic_units: CountP            # atomics in flight at once on the NIC
+    atomic_units: PosCountP         # atomics in flight at once on the NIC
     atomic_mode: ChoiceP            # concurrent | stall_nic (ConnectX-3: NIC waits)
     atomic_service: TimeP           # atomic unit time besides the PCIe read-modify-write [ns]
-    max_rd_atomic: CountP           # outstanding READ/atomic per QP
+    max_rd_atomic: PosCountP        # outstanding READ/atomic per QP
     uar_dedicated: CountP           # dedicated doorbell (BlueFlame) registers per context
-    uar_shared: CountP              # lock-protected registers the other QPs share (>= 1)
-    ack_coalesce: CountP            # RC responder sends one ACK per this many WRITE/SEND
+    uar_shared: PosCountP           # lock-protected registers the other QPs share (>= 1)
+    ack_coalesce: PosCountP         # RC responder sends one ACK per this many WRITE/SEND
     tx_arbitration: ChoiceP         # message: the egress sends a message whole (ConnectX);
                                     # packet: packets of different messages interleave
     dcqcn: FlagP                    # RoCE congestion control (ECN marks -> CNPs -> per-QP
@@ -241,7 +270,7 @@ class HostSection(BaseModel):
     model_config = _STRICT
     cpu: ChoiceP
     clock: FreqP
-    cores: CountP
+    cores: PosCountP
     wqe_build: TimeP                # CPU time to build one WQE [ns]
     mmio: TimeP                     # CPU time of one doorbell / BlueFlame store [ns]
     uar_lock: TimeP                 # extra CPU time to take a shared doorbell register [ns]
@@ -336,12 +365,30 @@ def _validate(raw: Any, source: str) -> ProfileModel:
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"]
+        msg = err["msg"].replace("Value error, ", "")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not a profile parameter)"
         elif err["type"] == "missing":
             msg = "missing required key"
+        elif err["type"] == "model_type":
+            msg = f"{_expected_mapping(err['ctx']['class_name'])}, got {err['input']!r}"
         raise InputError(source, loc, msg) from None
+
+
+def _expected_mapping(class_name: str) -> str:
+    """What a key whose value must be a mapping of ``class_name`` expects, in YAML terms."""
+    cls = _PARAM_KINDS.get(class_name)
+    if cls is not None:
+        return (f"a parameter written as {{value: {cls.example}, source: \"where the number "
+                f"comes from\"}}")
+    if class_name == "OpTimes":
+        return ("a mapping of send, write, read and atomic, each {value: 80ns, source: "
+                "\"...\"}")
+    return "a mapping of the section's parameters, each {value: ..., source: \"...\"}"
+
+
+_PARAM_KINDS = {c.__name__: c for c in (TimeP, RateP, SizeP, CountP, PosCountP, FreqP, RatioP,
+                                        ChoiceP, FlagP)}
 
 
 def available_profiles() -> list[str]:
@@ -370,10 +417,18 @@ def load_profile(name_or_path: str) -> Profile:
                              "or a path to a profile YAML")
     if not path.exists():
         raise InputError(str(path), "", "an existing profile YAML file")
+    if not path.is_file():
+        raise InputError(str(path), "", "a profile YAML file (this is a directory)"
+                         if path.is_dir() else "a profile YAML file")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise InputError(str(path), "", f"valid YAML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(str(path), "", f"a profile YAML file in UTF-8 (byte {e.start} is "
+                         "not UTF-8)") from None
+    except OSError as e:
+        raise InputError(str(path), "", f"a readable profile YAML file ({e.strerror})") from None
     if not isinstance(raw, dict):
         raise InputError(str(path), "", "a mapping with name, description, link, switch, "
                          "pcie, nic, host")

@@ -6,7 +6,10 @@ prints one line per claim check: id, published, measured and whether the finding
 With ``--json`` it prints a list of ``{"claim", "published", "measured", "holds", ...}``.
 ``--profile NAME=FILE`` (repeatable) runs every scenario written for profile NAME on the
 profile in FILE instead, e.g. one ``rnicsim calibrate`` fitted to your own NICs.
-Exit code 0 whether or not the findings hold (the table says); 2 on bad input.
+Exit code 0 whether or not the findings hold (the table says); 2 on bad input, checked
+before anything runs: a NAME that is not a paper folder, a ``--size`` no scenario defines,
+an ``--only`` that matches no scenario, ``--jobs`` < 1, a ``--profile NAME`` no selected
+scenario uses, an ``--out`` that cannot be a writable directory.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import sys
 from pathlib import Path
 
 from .errors import ArgumentParser, InputError
+from .results import check_out_dir
 from .scenario import load_raw, load_scenario
 
 SCENARIO_ROOT = Path(__file__).resolve().parents[1] / "scenarios"
@@ -31,10 +35,16 @@ def available() -> list[str]:
 
 def scenario_files(name: str) -> list[Path]:
     """The scenario files of paper ``name`` that carry claim checks."""
+    if name not in available():     # a folder name, not a path that leads to one
+        raise InputError("command line", "reproduce",
+                         f"a paper: one of {', '.join(available())}, got {name!r}")
     d = SCENARIO_ROOT / name
-    if not d.is_dir():
-        raise InputError("command line", "reproduce", f"one of {', '.join(available())}")
     return [f for f in sorted(d.glob("*.yaml")) if load_raw(f).get("expected")]
+
+
+def _nic_profile(raw: dict) -> str:
+    """The profile a raw scenario names (``cluster.nic.profile``, default cx4-edr)."""
+    return ((raw.get("cluster") or {}).get("nic") or {}).get("profile", "cx4-edr")
 
 
 def main(argv: list[str]) -> int:
@@ -45,7 +55,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--size", default="full", help="full (default) or a size the scenarios "
                     "define, such as demo")
     ap.add_argument("--out")
-    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=1, help="points run in parallel (processes)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only scenarios whose file name contains this")
     ap.add_argument("--quiet", action="store_true")
@@ -53,22 +63,46 @@ def main(argv: list[str]) -> int:
                     help="run the scenarios written for profile NAME on the profile FILE "
                          "(repeatable), e.g. cx4-edr=fitted.yaml from rnicsim calibrate")
     a = ap.parse_args(argv)
+    if a.jobs < 1:
+        raise InputError("command line", "--jobs", "a whole number >= 1")
     swap = _profile_swaps(a.profile)
     files = scenario_files(a.name)
+    for o in a.only:
+        if not any(o in f.name for f in files):
+            raise InputError("command line", "--only",
+                             f"part of the name of a scenario of {a.name} "
+                             f"({', '.join(f.stem for f in files)}), got {o!r}")
     if a.only:
         files = [f for f in files if any(o in f.name for o in a.only)]
-    out_root = Path(a.out or f"out/reproduce/{a.name}")
+    raws = {f: load_raw(f) for f in files}
+    sizes = sorted({s for raw in raws.values() for s in (raw.get("sizes") or {})})
+    if a.size != "full" and a.size not in sizes:
+        raise InputError("command line", "--size",
+                         f"full or a size the scenarios define ({', '.join(sizes) or 'none'}), "
+                         f"got {a.size!r}")
+    used = sorted({_nic_profile(raw) for raw in raws.values()})
+    for name in swap:
+        if name not in used:
+            raise InputError("command line", "--profile",
+                             f"no scenario of this paper{' selected by --only' if a.only else ''}"
+                             f" uses profile {name!r}; they use {', '.join(used)}")
+    # Every scenario is loaded and the output checked before the first one runs.
+    scenarios = []
+    for f, raw in raws.items():
+        ov = [f"run.size={a.size}"] if a.size in (raw.get("sizes") or {}) else []
+        nic = _nic_profile(raw)
+        if nic in swap:
+            ov.append(f"cluster.nic.profile={swap[nic]}")
+        scenarios.append((f, load_scenario(f, ov)))
+    out_root = check_out_dir(a.out or f"out/reproduce/{a.name}")
+    for _f, sc in scenarios:
+        if (out_root / sc.name).exists() and not (out_root / sc.name).is_dir():
+            raise InputError("command line", "--out",
+                             f"a directory for {sc.name}/ ({out_root / sc.name} is a file)")
     from .runner import run_scenario
 
     results = []
-    for f in files:
-        raw = load_raw(f)
-        sizes = raw.get("sizes") or {}
-        ov = [f"run.size={a.size}"] if a.size != "full" and a.size in sizes else []
-        nic = ((raw.get("cluster") or {}).get("nic") or {}).get("profile", "cx4-edr")
-        if nic in swap:
-            ov.append(f"cluster.nic.profile={swap[nic]}")
-        sc = load_scenario(f, ov)
+    for f, sc in scenarios:
         summary = run_scenario(sc, out_root / sc.name, a.jobs, not a.quiet, str(f))
         for c in summary["claims"]:
             c = dict(c, scenario=sc.name)

@@ -4,11 +4,13 @@ The same experiment a user runs on hardware, with perftest's tool names, flags a
 format, so the two outputs can be laid side by side. Two hosts, one NIC each, one switch.
 
 Tools: ib_read_lat, ib_write_lat, ib_send_lat, ib_atomic_lat, ib_read_bw, ib_write_bw,
-ib_send_bw, ib_atomic_bw. Flags: ``-s SIZE``, ``-a`` (all sizes 2..8 MiB), ``-n ITERS``,
-``-q QPS``, ``-t TX_DEPTH``, ``-l POST_LIST``, ``-c RC|UC|UD``, ``-I INLINE``, ``-m MTU``,
-``-Q CQ_MOD``, ``-o OUTSTANDING_READS``, ``-A CMP_AND_SWAP|FETCH_AND_ADD``,
+ib_send_bw, ib_atomic_bw. Flags: ``-s SIZE`` (default as perftest's: 65536 B for the
+``*_bw`` tools, 2 B for the ``*_lat`` tools, 8 B for atomics), ``-a`` (all sizes 2..8 MiB),
+``-n ITERS``, ``-q QPS``, ``-t TX_DEPTH``, ``-l POST_LIST``, ``-c RC|UC|UD``, ``-I INLINE``,
+``-m MTU``, ``-Q CQ_MOD``, ``-o OUTSTANDING_READS``, ``-A CMP_AND_SWAP|FETCH_AND_ADD``,
 ``--report_gbits``, plus ``--nic PROFILE`` (name or YAML path, default cx4-edr),
-``--set section.param=value`` (profile override), ``--seed N`` and ``--out FILE``.
+``--set section.param=value`` (profile override), ``--seed N`` and ``--out FILE`` (checked
+before the run: not a directory, in a directory that can be created).
 
 Semantics as perftest's: ``*_lat`` of SEND and WRITE report half a ping-pong round trip
 (WRITE polls the landing buffer in memory, SEND polls the receive queue); READ and ATOMIC
@@ -48,6 +50,9 @@ TITLES = {
     "ib_send_bw": "Send BW Test", "ib_atomic_bw": "Atomic {} BW Test",
 }
 SEP = "-" * 87
+# perftest's default message sizes [B] (perftest_parameters.h DEF_SIZE_BW, DEF_SIZE_LAT,
+# DEF_SIZE_ATOMIC; init_perftest_params picks by test type, atomics always 8)
+DEF_SIZE_BW, DEF_SIZE_LAT, DEF_SIZE_ATOMIC = 65536, 2, 8
 
 
 @dataclass
@@ -55,7 +60,7 @@ class PerftestArgs:
     """Parsed perftest flags (defaults as perftest's)."""
 
     tool: str
-    size: int = 2
+    size: int = DEF_SIZE_LAT        # parse_args: DEF_SIZE_BW for *_bw, as perftest
     all_sizes: bool = False
     iters: int | None = None
     qps: int = 1
@@ -113,8 +118,10 @@ def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
             raise InputError("command line", "--set", f"SECTION.PARAM=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         overrides[k] = v
-    a = PerftestArgs(tool=ns.tool, size=ns.size if ns.size is not None else
-                     (8 if "atomic" in ns.tool else 2), all_sizes=ns.all, iters=ns.iters,
+    if ns.size is None:
+        ns.size = (DEF_SIZE_ATOMIC if "atomic" in ns.tool else
+                   DEF_SIZE_BW if ns.tool.endswith("_bw") else DEF_SIZE_LAT)
+    a = PerftestArgs(tool=ns.tool, size=ns.size, all_sizes=ns.all, iters=ns.iters,
                      qps=ns.qp, tx_depth=ns.tx_depth, post_list=ns.post_list,
                      conn=ns.connection, inline=ns.inline_size, mtu=ns.mtu, cq_mod=ns.cq_mod,
                      outstanding=ns.outs, atomic=ns.atomic_type, gbits=ns.report_gbits,
@@ -467,6 +474,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     a, overrides = parse_args(argv)
+    if a.out:
+        from rnicsim.results import check_out_file
+
+        check_out_file(a.out)
     profile = load_profile(a.nic)
     if overrides:
         profile = profile.with_overrides(overrides, "command line --set")

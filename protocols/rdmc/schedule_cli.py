@@ -7,6 +7,11 @@ Text output: a header line, then one line per step, ``step 2: 0->1 b1, 2->3 b1, 
 ``{"algorithm": A, "nodes": n, "blocks": k, "steps": [[[sender, receiver, block], ...], ...]}``.
 Bad arguments raise :class:`rnicsim.errors.InputError` naming the flag (the dispatcher in
 :mod:`rnicsim.cli` prints it and exits 2); ``--help`` prints the usage and returns 0.
+
+Size limit: a schedule has (n - 1) x k block transfers (every receiver gets every block
+once) and at most that many steps; the command refuses more than :data:`MAX_TRANSFERS`
+(1,000,000: about 200 MB of memory, 17 MB of JSON and a second) instead of being killed for
+lack of memory. The Python API (:func:`protocols.rdmc.schedules.schedule`) has no limit.
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from rnicsim.errors import InputError
 from . import schedules
 
 _SOURCE = "command line"
+MAX_TRANSFERS = 1_000_000
+"""Largest schedule the command prints, in block transfers ((n - 1) x k)."""
 _SHOWN_FLAGS = ("--algorithm", "-n", "-k", "--rack-size", "--json", "--help")
 """How errors name each option: as the usage line spells it."""
 
@@ -47,7 +54,8 @@ def _parser() -> _Parser:
     p = _Parser(
         prog="rnicsim rdmc-schedule",
         description="Print the block schedule of an RDMC multicast: per step, which node "
-        "sends which block to whom. Node 0 is the root and holds every block at the start.",
+        "sends which block to whom. Node 0 is the root and holds every block at the start. "
+        f"At most {MAX_TRANSFERS:,} block transfers ((n-1) x k).",
         add_help=False,
     )
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
@@ -97,6 +105,10 @@ def main(argv: Sequence[str]) -> int:
         raise InputError(_SOURCE, "--algorithm", f"one of {names}, got {args.algorithm!r}")
     nodes = _positive_int(args.nodes, "-n", "group size including the root")
     blocks = _positive_int(args.blocks, "-k", "number of blocks")
+    if (nodes - 1) * blocks > MAX_TRANSFERS:
+        raise InputError(_SOURCE, "-n/-k", f"a schedule of at most {MAX_TRANSFERS:,} block "
+                         f"transfers ((n-1) x k); -n {nodes} -k {blocks} has "
+                         f"{(nodes - 1) * blocks:,}")
     opts: dict[str, int] = {}
     if args.rack_size is not None:
         if args.algorithm != "hybrid":

@@ -127,6 +127,18 @@ def test_report_has_plots_residuals_and_tables(recovered):
     assert fit["rms_rel_err_fit"] < fit["rms_rel_err_base"]
 
 
+def test_outputs_have_the_umask_mode(recovered):
+    """The profile and the report files are 0o666 less the umask (as run's results), not
+    the 0o600 of the temporary file they are written through."""
+    import os
+
+    out = recovered[0]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for f in (out / "cx3-recovered.yaml", out / "report" / "fit.json"):
+        assert f.stat().st_mode & 0o777 == 0o666 & ~mask, f
+
+
 def test_profile_write_is_atomic(tmp_path, monkeypatch, hidden_data):
     _d, _truth, files = hidden_data
     out = tmp_path / "new.yaml"
@@ -185,6 +197,23 @@ def test_bad_flags_exit_2(capsys, hidden_data, tmp_path):
     assert "--bootstrap" in _run_err(capsys, [*common, "--out", str(tmp_path / "o.yaml"),
                                               "--bootstrap", "-1"])
     assert "required" in _run_err(capsys, [str(files[0]), "--base", "cx3-qdr"])
+
+
+def test_unwritable_outputs_exit_2_before_the_fit(capsys, hidden_data, tmp_path):
+    """--out naming a directory, or --out/--report below a regular file, exit 2 naming the
+    flag before anything is fitted (not IsADirectoryError once the fit is done)."""
+    _d, _t, files = hidden_data
+    (tmp_path / "dir.yaml").mkdir()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    common = [str(files[0]), "--base", "cx3-qdr", "--params", "pcie.latency",
+              "--bootstrap", "0", "--iterations", "1", "--quiet"]
+    for out, report, flag in ((tmp_path / "dir.yaml", tmp_path / "r", "--out"),
+                              (afile / "o.yaml", tmp_path / "r", "--out"),
+                              (tmp_path / "o.yaml", afile / "r", "--report")):
+        err = _run_err(capsys, [*common, "--out", str(out), "--report", str(report)])
+        assert flag in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dir.yaml"]
 
 
 def test_nothing_mappable_exits_2(capsys, tmp_path):

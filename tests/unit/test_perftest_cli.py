@@ -82,7 +82,7 @@ def test_parsed_simulated_header_matches_the_profile(capsys):
 
 def test_bw_prints_perftest_table(capsys):
     """ib_write_bw prints the BW column header and one row with a message rate."""
-    run, out = simulated_run(capsys, "ib_write_bw", "-n", "500")
+    run, out = simulated_run(capsys, "ib_write_bw", "-s", "2", "-n", "500")
     assert "RDMA_Write BW Test" in out
     assert re.search(r"#bytes\s+#iterations\s+BW peak\[MB/sec\]\s+BW average\[MB/sec\]\s+"
                      r"MsgRate\[Mpps\]", out)
@@ -108,6 +108,43 @@ def test_output_file_matches_stdout(capsys, tmp_path):
                             "--out", str(target))
     assert code == 0 and target.read_text() == out
     assert not list(tmp_path.rglob("*.partial"))
+
+
+@pytest.mark.parametrize("tool, size", [("ib_write_bw", 65536), ("ib_read_bw", 65536),
+                                        ("ib_send_bw", 65536), ("ib_atomic_bw", 8),
+                                        ("ib_read_lat", 2), ("ib_send_lat", 2),
+                                        ("ib_atomic_lat", 8)])
+def test_default_size_is_perftests(capsys, tool, size):
+    """Without -s, perftest's defaults (perftest_parameters.h: DEF_SIZE_BW 65536 for the
+    bandwidth tools, DEF_SIZE_LAT 2 for the latency tools, DEF_SIZE_ATOMIC 8)."""
+    run, _ = simulated_run(capsys, tool, "-n", "20")
+    assert [r.bytes for r in run.rows] == [size]
+
+
+def test_out_directory_exits_2_before_running(capsys, tmp_path):
+    """``--out`` naming a directory, or a path below a file, exits 2 naming --out before
+    anything runs or prints (it used to print the table, then fail with IsADirectoryError)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for target in (tmp_path, afile / "lat.txt"):
+        code, out, err = perftest(capsys, "ib_write_lat", "-n", "5", "--out", str(target))
+        assert code == 2 and out == "" and "--out" in err and "Traceback" not in err, err
+    assert afile.read_text() == "x"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o007])
+def test_output_file_mode_follows_the_umask(capsys, tmp_path, umask):
+    """``--out`` files get 0o666 less the umask, like any file a program creates (the
+    temporary file behind the atomic write is 0o600)."""
+    import os
+
+    old = os.umask(umask)
+    try:
+        code, _, _ = perftest(capsys, "ib_send_lat", "-n", "5", "--out", str(tmp_path / "o"))
+    finally:
+        os.umask(old)
+    assert code == 0
+    assert (tmp_path / "o").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 # =========================================================================== vs reference
@@ -142,7 +179,7 @@ def test_message_rate_matches_reference(capsys, tool, filename, size, published)
     """The simulated message rate is within 15 % of the measured one."""
     ref = reference_row(filename, tool, size)
     assert ref.msg_rate_mpps == pytest.approx(published, abs=0.01)
-    run, _ = simulated_run(capsys, tool, "-n", "1500")
+    run, _ = simulated_run(capsys, tool, "-s", str(size), "-n", "1500")
     [row] = run.rows
     assert row.bytes == size
     assert row.msg_rate_mpps == pytest.approx(ref.msg_rate_mpps, rel=TOLERANCE), \

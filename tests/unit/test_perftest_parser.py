@@ -396,6 +396,32 @@ def test_short_row_names_the_line():
     assert e.source == "bad.txt:13" and e.key == "row" and "9 numbers" in e.expected
 
 
+@pytest.mark.parametrize("bad", ["abc", "1.7.4", "1,74", "nan", "n/a"])
+def test_malformed_number_in_a_row_names_the_line_and_column(bad):
+    """A data row whose number is malformed is an error naming file:line and the column,
+    not a line skipped like a warning (which silently dropped a measurement)."""
+    text = GOOD_LAT.replace(" 7.97         1.74 ", f" 7.97         {bad} ", 1)
+    assert text != GOOD_LAT
+    e = _raises(text)
+    assert e.source == "bad.txt:13" and e.key == "t_typical" and repr(bad) in e.expected
+
+
+@needs_ref
+def test_malformed_number_in_a_reference_file_is_not_dropped(tmp_path):
+    """cx3-qdr40_ib_read_lat_2.txt with its 8-byte t_typical spoiled: loading it fails on
+    that line instead of yielding one measurement fewer."""
+    src = PERFTEST / "cx3-qdr40_ib_read_lat_2.txt"
+    lines = src.read_text().splitlines(keepends=True)
+    [i] = [n for n, ln in enumerate(lines) if ln.split()[:2] == ["8", "20000"]]
+    toks = lines[i].split()
+    lines[i] = lines[i].replace(f" {toks[4]} ", " abc ", 1)
+    bad = tmp_path / "badrow.txt"
+    bad.write_text("".join(lines))
+    with pytest.raises(InputError) as ei:
+        load_measurements([bad])
+    assert ei.value.source == f"{bad}:{i + 1}" and ei.value.key == "t_typical"
+
+
 def test_negative_value_names_the_column():
     e = _raises(GOOD_LAT.replace("0.05", "-0.05", 1))
     assert e.source == "bad.txt:13" and e.key == "t_stdev"

@@ -1,6 +1,7 @@
 """rnicsim.profile: shipped profiles, sources, rejection of bad profile files, overrides, CLI."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -178,6 +179,72 @@ def test_invalid_yaml_and_missing_file(tmp_path):
     assert e.value.source == str(missing)
 
 
+def test_a_directory_or_a_non_utf8_file_is_not_a_profile(tmp_path):
+    """A directory given as the profile path, and a file that is not UTF-8, raise
+    InputError naming the path (not IsADirectoryError / UnicodeDecodeError)."""
+    with pytest.raises(InputError, match="a profile YAML file") as e:
+        load_profile(str(tmp_path))
+    assert e.value.source == str(tmp_path)
+    folder = tmp_path / "dir.yaml"
+    folder.mkdir()
+    with pytest.raises(InputError, match="a profile YAML file"):
+        load_profile(str(folder))
+    latin = tmp_path / "latin1.yaml"
+    latin.write_bytes(yaml.safe_dump(_raw()).encode() + "# caf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputError, match="UTF-8") as e:
+        load_profile(str(latin))
+    assert e.value.source == str(latin)
+
+
+@pytest.mark.parametrize("key", [("nic", "processing_units"), ("nic", "atomic_units"),
+                                 ("nic", "uar_shared"), ("nic", "recv_prefetch"),
+                                 ("nic", "max_rd_atomic"), ("nic", "ack_coalesce"),
+                                 ("host", "cores")])
+def test_counts_the_hardware_needs_one_of_must_be_at_least_1(tmp_path, key):
+    """A count the simulator cannot run with 0 of (it would clamp it to 1, divide by it or
+    never issue/fetch anything) is rejected at 0 instead of being silently changed."""
+    raw = _raw()
+    raw[key[0]][key[1]]["value"] = 0
+    path = _write(tmp_path, raw)
+    with pytest.raises(InputError, match=">= 1, got 0") as e:
+        load_profile(str(path))
+    assert e.value.key == f"{key[0]}.{key[1]}.value"
+
+
+def test_counts_that_may_be_0_still_load(cx4):
+    """No QP-context cache, no translation cache, no dedicated doorbells: valid profiles."""
+    q = cx4.with_overrides({"nic.qp_cache_entries": 0, "nic.mtt_cache_entries": 0,
+                            "nic.uar_dedicated": 0})
+    assert (q.nic.qp_cache_entries, q.nic.mtt_cache_entries, q.nic.uar_dedicated) == (0, 0, 0)
+
+
+def test_a_bare_number_is_taken_in_the_base_unit(tmp_path):
+    """Documented (README, Profiles): ``{value: 60}`` is 60 ns, 60 B, 60 bit/s."""
+    raw = _raw()
+    raw["host"]["mmio"]["value"] = 60
+    raw["link"]["mtu"]["value"] = 1024
+    p = load_profile(str(_write(tmp_path, raw)))
+    assert (p.host.mmio, p.link.mtu) == (60.0, 1024)
+
+
+def test_messages_show_what_was_written_and_what_is_expected(tmp_path):
+    """An impossible encoding is quoted as written (not as the parsed fraction); a value
+    without its {value, source} wrapper says that wrapper is expected."""
+    raw = _raw()
+    raw["link"]["encoding"]["value"] = "7b/3b"
+    with pytest.raises(InputError) as e:
+        load_profile(str(_write(tmp_path, raw)))
+    assert "'7b/3b'" in str(e.value) and "64b/66b" in str(e.value)
+    assert "2.333" not in str(e.value)
+    raw = _raw()
+    raw["host"]["mmio"] = "60ns"
+    with pytest.raises(InputError) as e:
+        load_profile(str(_write(tmp_path, raw)))
+    assert e.value.key == "host.mmio"
+    assert "{value: 300ns, source: " in str(e.value) and "'60ns'" in str(e.value)
+    assert "instance of" not in str(e.value)
+
+
 def test_unknown_profile_name_lists_the_available_ones():
     """An unknown profile name is rejected with the list of shipped profiles."""
     with pytest.raises(InputError) as e:
@@ -228,6 +295,24 @@ def test_cli_profiles_lists_every_profile(capsys):
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.strip()]
     assert [line.split()[0] for line in lines] == SHIPPED
+
+
+def test_cli_profiles_json_lists_every_profile(capsys):
+    """``rnicsim profiles --json`` prints the list as JSON (name, link, rate, model,
+    description), not the text table."""
+    assert main(["profiles", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == SHIPPED
+    cx4 = rows[SHIPPED.index("cx4-edr")]
+    assert cx4["link"] == "ib" and cx4["rate_gbps"] == pytest.approx(100.0)
+    assert cx4["nic_model"] and cx4["description"]
+
+
+def test_cli_profiles_directory_exits_2(tmp_path, capsys):
+    """``rnicsim profiles DIR`` exits 2 with a message, no traceback."""
+    assert main(["profiles", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and "a profile YAML file" in err and "Traceback" not in err
 
 
 def test_cli_profiles_shows_one_profile_with_sources(capsys):

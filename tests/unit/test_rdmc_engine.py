@@ -32,6 +32,24 @@ def _deliveries(g, seq: int = 0) -> Counter:
     return c
 
 
+def test_package_exports_the_engine_without_loading_it_for_schedules():
+    """README: ``from protocols.rdmc import Rdmc`` works; the schedules and the
+    rdmc-schedule command still import without the simulator (the export is lazy)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from protocols.rdmc import Rdmc as exported
+
+    assert exported is Rdmc
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(repo), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    code = ("import sys, protocols.rdmc.schedule_cli\n"
+            "assert 'rnicsim.verbs' not in sys.modules, 'schedules loaded the simulator'")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=repo)
+
+
 @pytest.mark.parametrize("algorithm", S.ALGORITHMS)
 def test_four_node_group_delivers_every_block_once_with_the_roots_bytes(algorithm):
     """Every receiver gets every block exactly once and ends with the root's bytes."""

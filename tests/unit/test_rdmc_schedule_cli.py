@@ -102,3 +102,17 @@ def test_main_raises_input_error_directly() -> None:
     assert info.value.source == "command line"
     assert info.value.key == "--algorithm"
     assert info.value.expected.startswith("one of " + ", ".join(schedules.ALGORITHMS))
+
+
+def test_oversized_schedules_exit_2_before_anything_is_built(capsys, monkeypatch) -> None:
+    """(n-1) x k above MAX_TRANSFERS (1,000,000) exits 2 naming -n/-k without building the
+    schedule (``-a chain -n 100000 -k 100000`` was killed for memory at 24 GB); the limit
+    itself is accepted."""
+    assert schedule_cli.MAX_TRANSFERS == 1_000_000
+    built = []
+    monkeypatch.setattr(schedules, "schedule", lambda *a, **k: built.append(a) or [])
+    code, out, err = run(capsys, "-a", "chain", "-n", "100000", "-k", "100000")
+    assert code == 2 and out == "" and built == []
+    assert "-n/-k" in err and "1,000,000" in err and "9,999,900,000" in err
+    code, _, _ = run(capsys, "-a", "sequential", "-n", "1001", "-k", "1000")
+    assert code == 0 and built == [("sequential", 1001, 1000)]

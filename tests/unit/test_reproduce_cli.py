@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rnicsim.cli import main as cli
@@ -28,6 +29,56 @@ def test_unknown_paper_and_bad_profile_arguments_exit_2(tmp_path, capsys):
     assert code == 2 and "none.yaml" in err and "Traceback" not in err
     code, _out, err = _run(["roce", "--profile", "cx9-warp=x.yaml"], capsys)
     assert code == 2 and "cx9-warp" in err
+
+
+@pytest.fixture
+def no_runs(monkeypatch):
+    """Replace the runner: the scenarios reproduce would run are recorded, none runs."""
+    import rnicsim.runner
+
+    ran: list[str] = []
+
+    def fake(sc, out_dir, jobs=1, progress=True, source=""):
+        ran.append(sc.name)
+        return {"claims": []}
+
+    monkeypatch.setattr(rnicsim.runner, "run_scenario", fake)
+    return ran
+
+
+def test_bad_selectors_exit_2_before_anything_runs(tmp_path, capsys, no_runs):
+    """--size, --only, --jobs, --profile NAME, the paper name and --out are checked before
+    the first scenario runs; none is silently ignored."""
+    out = ["--out", str(tmp_path / "o")]
+    code, _o, err = _run(["roce", "--size", "huge", *out], capsys)
+    assert code == 2 and "--size" in err and "demo" in err and "'huge'" in err
+    code, _o, err = _run(["roce", "--only", "nomatch", *out], capsys)
+    assert code == 2 and "--only" in err and "fig1_latency" in err and "jumbo_frames" in err
+    code, _o, err = _run(["roce", "--only", "fig1", "--only", "nomatch", *out], capsys)
+    assert code == 2 and "'nomatch'" in err
+    code, _o, err = _run(["roce", "--jobs", "0", *out], capsys)
+    assert code == 2 and "--jobs" in err and ">= 1" in err
+    mine = Path(load_profile("cx4-edr").path)
+    code, _o, err = _run(["roce", "--profile", f"cx4-edr={mine}", *out], capsys)
+    assert code == 2 and "--profile" in err and "'cx4-edr'" in err and "cx3-roce-10g" in err
+    code, _o, err = _run(["../scenarios/roce", *out], capsys)
+    assert code == 2 and "roce" in err and "drtmh" in err
+    assert no_runs == [] and not (tmp_path / "o").exists()
+
+
+def test_out_that_cannot_be_a_directory_exits_2_before_running(tmp_path, capsys, no_runs):
+    """--out naming a file, or a path below a file, exits 2 naming --out; nothing runs."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out in (afile, afile / "sub"):
+        code, _o, err = _run(["roce", "--size", "demo", "--only", "fig1", "--out", str(out)],
+                             capsys)
+        assert code == 2 and "--out" in err and "Traceback" not in err, err
+    assert no_runs == []
+    code, _o, err = _run(["roce", "--size", "demo", "--only", "fig1", "--quiet",
+                          "--out", str(tmp_path / "ok")], capsys)
+    assert code == 0 and no_runs == ["fig1_latency"]
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"]   # the check created nothing
 
 
 def _read_intr_latency(out: Path) -> dict[int, float]:
