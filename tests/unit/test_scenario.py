@@ -765,6 +765,38 @@ def test_run_rejects_an_out_path_that_is_a_file(tmp_path, capsys):
     assert code == 2 and "--out" in err
 
 
+@pytest.mark.parametrize("out", ["file/sub", ""])
+def test_run_refuses_an_out_that_cannot_be_made_before_running(tmp_path, capsys,
+                                                                monkeypatch, out):
+    """``--out`` below a file, or empty, exits 2 naming --out before any point runs (it
+    used to crash after running them all, or write to /results.csv)."""
+    (tmp_path / "file").write_text("x")
+    calls = []
+    monkeypatch.setattr(rnicsim.runner, "run_point", lambda sc: calls.append(sc) or {})
+    target = str(tmp_path / out) if out else ""
+    code, stdout, err = cli(["run", str(scenario_file(tmp_path, text=TINY)), "--out", target,
+                             "--quiet"], capsys)
+    assert code == 2 and "--out" in err and "Traceback" not in err
+    assert calls == [] and stdout == ""
+    assert _leftovers(tmp_path) == []
+
+
+def test_run_warns_about_names_no_result_has(tmp_path, capsys):
+    """A plot axis or claim metric naming no column gives a warning on stderr naming it and
+    the columns; the run still succeeds (its results are valid)."""
+    text = TINY.replace("y: throughput_mops, file", "y: throughput_mopz, file").replace(
+        "metric: throughput_mops,", "metric: throughput_mopz,")
+    assert text.count("mopz") == 2
+    out = tmp_path / "out"
+    code, _stdout, err = cli(["run", str(scenario_file(tmp_path, text=text)), "--out",
+                              str(out), "--quiet"], capsys)
+    assert code == 0 and (out / "results.csv").exists()
+    lines = [ln for ln in err.splitlines() if "warning" in ln]
+    assert len(lines) == 2, err
+    assert "plots[0].y" in lines[0] and "'throughput_mopz'" in lines[0]
+    assert "expected[0].metric" in lines[1] and "throughput_mops," in lines[1]
+
+
 # =========================================================================== claims
 def claims(*specs: dict):
     ta = TypeAdapter(Claim)
@@ -832,6 +864,14 @@ def test_claims_keep_their_order_and_published_values():
                           {"kind": "value", "where": {"verb": "rpc"}, "published": 50}), ROWS)
     assert [(c["claim"], c["published"], c["holds"]) for c in out] == \
         [("C0", 80.0, True), ("C1", 50.0, True)]
+
+
+def test_a_claim_over_a_missing_column_measures_nan():
+    """A claim whose ``over`` no row has measures NaN instead of raising KeyError."""
+    [r] = evaluate(claims({"kind": "ratio", "numerator": {"verb": "read"},
+                           "denominator": {"verb": "rpc"}, "over": "size",
+                           "published": 1}), ROWS)
+    assert math.isnan(r["measured"]) and r["holds"] is False
 
 
 def test_profile_overrides_from_the_command_line_and_nested_yaml(tmp_path):
