@@ -910,3 +910,50 @@ def test_a_profile_parameter_can_be_swept(tmp_path):
     rejected(scenario_file(tmp_path, lambda r: r.update(
         sweep={"cluster.nic.overrides.nic": [4]}), name="s.yaml"),
         "sweep.cluster.nic.overrides.nic")
+
+
+# =========================================================================== rnicsim validate
+def test_validate_reports_every_file(tmp_path, capsys):
+    """``rnicsim validate missing.yaml good.yaml`` reports both and exits 2."""
+    good = scenario_file(tmp_path)
+    missing = tmp_path / "missing.yaml"
+    code, out, err = cli(["validate", str(missing), str(good)], capsys)
+    assert code == 2
+    assert f"{missing}: an existing" in err and f"{good}: OK" in out
+
+
+@pytest.mark.parametrize("size, key", [
+    ({"run.measur": "3us"}, "sizes.demo.run.measur"),
+    ({"sweep.workload.paylod": [8]}, "sizes.demo.sweep.workload.paylod"),
+    ({"run.measure": "three us"}, "sizes.demo.run.measure"),
+    ({"cluster.nodes": 1}, "sizes.demo.cluster.nodes"),
+])
+def test_validate_checks_every_size(tmp_path, capsys, size, key):
+    """``rnicsim validate`` resolves every size, naming the bad entry as sizes.<name>.<key>
+    without --set run.size."""
+    p = scenario_file(tmp_path, lambda r: r.update(sizes={"demo": size}))
+    code, out, err = cli(["validate", str(p)], capsys)
+    assert code == 2 and out == "" and f"{p}: {key}" in err, err
+
+
+def test_validate_names_the_size_of_an_error_it_causes(tmp_path, capsys):
+    """An error a size causes elsewhere in the file is reported under sizes.<name>."""
+    p = scenario_file(tmp_path, lambda r: (
+        r["workload"].update(mode="client_server", servers=2), r["cluster"].update(nodes=3),
+        r.update(sizes={"demo": {"cluster.nodes": 2}})))
+    code, _out, err = cli(["validate", str(p)], capsys)
+    assert code == 2 and f"{p}: sizes.demo: workload.servers" in err, err
+
+
+@pytest.mark.parametrize("cmd", ["run", "validate", "profiles", "reproduce"])
+def test_help_returns_zero(cmd, capsys):
+    """``main([cmd, '--help'])`` prints the help and returns 0 (no SystemExit)."""
+    assert main([cmd, "--help"]) == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_validate_help_describes_set(capsys):
+    """``rnicsim validate --help`` explains --set as run's help does."""
+    main(["validate", "--help"])
+    out = capsys.readouterr().out
+    assert "KEY.PATH=VALUE" in out and "override a scenario key" in out
