@@ -32,7 +32,7 @@ def _paired(rows: list[dict], a: dict, b: dict, over: str, rng: dict, metric: st
     def by_x(where):
         out = {}
         for r in rows:
-            if matches(where, r) and matches({over: rng} if rng else {}, r) \
+            if over in r and matches(where, r) and matches({over: rng} if rng else {}, r) \
                     and _finite(r.get(metric)):
                 out[r[over]] = r[metric]
         return out

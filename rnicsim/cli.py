@@ -75,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as e:
         print(f"rnicsim {cmd}: this command is not available yet ({e.name})", file=sys.stderr)
         return 2
+    except SystemExit as e:     # argparse's --help (0); a command's own sys.exit
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+            return 1
+        return int(e.code or 0)
     except KeyboardInterrupt:
         print(f"rnicsim {cmd}: interrupted", file=sys.stderr)
         return 130

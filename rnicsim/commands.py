@@ -6,7 +6,10 @@ import sys
 
 from .errors import ArgumentParser, InputError
 from .profile import ProfileModel, available_profiles, load_profile
-from .scenario import load_scenario, points
+from .scenario import load_raw, load_scenario, parse_override, points, resolve
+
+SET_HELP = ("override a scenario key (e.g. run.size=demo, cluster.nodes=8); wins over the "
+            "size's value, and on a swept key runs that single value")
 
 
 def cmd_run(argv: list[str]) -> int:
@@ -16,7 +19,7 @@ def cmd_run(argv: list[str]) -> int:
     ap.add_argument("--out", required=True, help="directory for results.csv, summary.json, "
                     "scenario.resolved.yaml and plots")
     ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
-                    help="override a scenario key (e.g. run.size=demo, cluster.nodes=8)")
+                    help=SET_HELP)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--jobs", type=int, default=1, help="points run in parallel (processes)")
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -37,22 +40,52 @@ def cmd_run(argv: list[str]) -> int:
 
 
 def cmd_validate(argv: list[str]) -> int:
-    """``rnicsim validate FILE... [--set a.b=v]...``: check scenario files, run nothing."""
+    """``rnicsim validate FILE... [--set a.b=v]...``: check scenario files, run nothing.
+
+    Each file is checked at the selected size (``full`` unless ``--set run.size=NAME``)
+    and at every size it defines; one line per file, an error on stderr for each bad one;
+    exit 2 when any file is bad."""
     ap = ArgumentParser(prog="rnicsim validate", description="Check scenario files.")
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                    help=SET_HELP)
     a = ap.parse_args(argv)
+    failed = 0
     for f in a.files:
-        sc = load_scenario(f, a.set)
-        from .runner import point_profile
-
-        pts = points(sc)
-        for _v, p in pts:
-            point_profile(p)
+        try:
+            sc, pts = _validate_file(f, a.set)
+        except InputError as e:
+            print(f"rnicsim validate: error: {e}", file=sys.stderr)
+            failed += 1
+            continue
         print(f"{f}: OK ({sc.name}, {len(pts)} point{'s' if len(pts) != 1 else ''}, "
               f"{len(sc.expected)} claim checks, sizes: full"
               f"{''.join(', ' + s for s in sc.sizes)})")
-    return 0
+    return 2 if failed else 0
+
+
+def _validate_file(f: str, overrides: list[str]):
+    """The scenario of ``f`` at the selected size and its points, after checking every
+    size of ``f``; an error of another size is reported under ``sizes.<name>``."""
+    from .runner import point_profile
+
+    raw = load_raw(f)
+    ov = [parse_override(o) for o in overrides]
+    sc = resolve(raw, f, ov)
+    pts = points(sc)
+    for _v, p in pts:
+        point_profile(p)
+    for s in sc.sizes:
+        if s == sc.run.size:
+            continue
+        try:
+            resolve(raw, f, ov + [("run.size", s)])
+        except InputError as e:
+            if e.key.startswith(f"sizes.{s}."):
+                raise
+            raise InputError(e.source, f"sizes.{s}",
+                             f"{e.key}: {e.expected}" if e.key else e.expected) from None
+    return sc, pts
 
 
 def cmd_profiles(argv: list[str]) -> int:

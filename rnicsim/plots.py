@@ -1,4 +1,5 @@
-"""Plots declared in a scenario's ``plots:`` block (PNG, matplotlib's Agg backend)."""
+"""Plots declared in a scenario's ``plots:`` block (matplotlib's Agg backend; PNG unless a
+plot's ``file`` names another format)."""
 from __future__ import annotations
 
 from pathlib import Path

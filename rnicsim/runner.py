@@ -7,12 +7,14 @@ filled in), the declared plots and, for points whose workload hands back files (
 point runner's ``"_files": {name: text}`` entry, e.g. a transaction history), those files
 under ``points/NNN/`` (NNN = the point's index in results.csv, from 000). Files are written to a temporary directory first and
 moved into place at the end, so a failed or interrupted run never leaves results that
-look complete.
+look complete; that directory is made before the first point runs, so an output
+directory that cannot be written is refused up front.
 """
 from __future__ import annotations
 
 import gc
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -119,27 +121,61 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
+def missing_columns(sc: Scenario, rows: list[dict[str, Any]]) -> list[str]:
+    """One line per plot axis, claim metric or claim ``over`` that names a column no row
+    has (a misspelt metric: the plot is not drawn, the claim measures NaN)."""
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    out = []
+    names = [(f"plots[{i}].{a}", getattr(p, a)) for i, p in enumerate(sc.plots)
+             for a in ("x", "y")]
+    names += [(f"expected[{i}].{a}", getattr(c, a, None)) for i, c in enumerate(sc.expected)
+              for a in ("metric", "over")]
+    for key, name in names:
+        if name is not None and name not in cols:
+            out.append(f"{key}: no result has a column {name!r}; columns: "
+                       f"{', '.join(cols) or 'none'}")
+    return out
+
+
 def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: bool = True,
                  source: str = "") -> dict[str, Any]:
-    """Run every point of ``sc`` and write its results into ``out_dir`` (see module doc)."""
+    """Run every point of ``sc`` and write its results into ``out_dir`` (see module doc).
+
+    ``out_dir`` is checked before any point runs (InputError naming ``--out``): its
+    parent is created and a staging directory made in it. Plot axes and claim metrics
+    that name no column of the results are warned about on stderr."""
+    if not str(out_dir).strip():
+        raise InputError("command line", "--out", "a directory path (got an empty one)")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError("command line", "--out", f"a directory ({out} is a file)")
-    t0 = time.perf_counter()
-    if progress:
-        print(f"rnicsim: running {sc.name} ({len(points(sc))} points, size {sc.run.size})",
-              file=sys.stderr, flush=True)
-    rows = run_points(sc, jobs, progress)
-    files = {i: r.pop("_files") for i, r in enumerate(rows) if "_files" in r}
-    claims = evaluate(sc.expected, rows)
-    summary = {
-        "scenario": sc.name, "file": source, "size": sc.run.size, "seed": sc.run.seed,
-        "points": len(rows), "wall_s": round(time.perf_counter() - t0, 2),
-        "claims": claims, "rows": rows,
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".rnicsim-", dir=out.parent))
+    if out.is_dir() and not os.access(out, os.W_OK | os.X_OK):
+        raise InputError("command line", "--out", f"a writable directory ({out} is not)")
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".rnicsim-", dir=out.parent))
+    except OSError as e:
+        why = f"{e.filename} is not a directory" if isinstance(e, FileExistsError) \
+            else f"{out}: {e.strerror}"
+        raise InputError("command line", "--out",
+                         f"a directory that can be created and written ({why})") from None
+    try:
+        t0 = time.perf_counter()
+        if progress:
+            print(f"rnicsim: running {sc.name} ({len(points(sc))} points, size {sc.run.size})",
+                  file=sys.stderr, flush=True)
+        rows = run_points(sc, jobs, progress)
+        files = {i: r.pop("_files") for i, r in enumerate(rows) if "_files" in r}
+        for w in missing_columns(sc, rows):
+            print(f"rnicsim: warning: {w}", file=sys.stderr, flush=True)
+        claims = evaluate(sc.expected, rows)
+        summary = {
+            "scenario": sc.name, "file": source, "size": sc.run.size, "seed": sc.run.seed,
+            "points": len(rows), "wall_s": round(time.perf_counter() - t0, 2),
+            "claims": claims, "rows": rows,
+        }
         write_csv(tmp / "results.csv", rows)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         (tmp / "scenario.resolved.yaml").write_text(resolved_yaml(sc))

@@ -10,14 +10,15 @@ overrides, e.g. a short ``demo``), ``plots`` and ``expected`` (claim checks, see
 
 Contract: :func:`load_scenario` returns a validated :class:`Scenario` or raises
 :class:`~rnicsim.errors.InputError` naming the file, the key path and what was expected;
-unknown keys are errors, never ignored.
+unknown or repeated keys are errors, never ignored.
 """
 from __future__ import annotations
 
 import copy
 import itertools
-from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+import types
+from pathlib import Path, PurePath
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
@@ -25,6 +26,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
 
 from .errors import InputError
 from .units import parse_bytes, parse_time_ns
+from .yamlio import load_yaml
 
 Duration = Annotated[float, BeforeValidator(parse_time_ns),
                      PlainSerializer(lambda v: f"{v:.17g}ns", return_type=str)]
@@ -220,7 +222,7 @@ class RunSpec(BaseModel):
     model_config = _STRICT
     seed: int = 1
     warmup: Duration = 30_000.0
-    measure: Duration = 50_000.0
+    measure: Duration = Field(50_000.0, gt=0)
     size: str = "full"
 
 
@@ -235,7 +237,23 @@ class PlotSpec(BaseModel):
     logx: bool = False
     logy: bool = False
     title: str | None = None
-    file: str | None = None
+    file: str | None = None   # a file name inside the output directory, e.g. tput.png
+
+    @field_validator("file")
+    @classmethod
+    def _file(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if PurePath(v).name != v or v in ("", ".", "..") or "\\" in v:
+            raise ValueError(f"a file name without a directory part, written inside --out "
+                             f"(got {v!r})")
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = sorted(FigureCanvasBase.get_supported_filetypes())
+        if PurePath(v).suffix.lower().lstrip(".") not in formats:
+            raise ValueError(f"a file name ending in a format matplotlib writes: "
+                             f".{', .'.join(formats)} (got {v!r})")
+        return v
 
 
 class _Claim(BaseModel):
@@ -512,60 +530,154 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise InputError("command line", "--set", f"KEY.PATH=VALUE, got {text!r}")
     k, v = text.split("=", 1)
+    k = k.strip()
+    if not k or not all(k.split(".")):
+        raise InputError("command line", "--set",
+                         f"KEY.PATH=VALUE with a key path such as cluster.nodes, got {text!r}")
     try:
         val = yaml.safe_load(v) if v != "" else ""
     except yaml.YAMLError:
         val = v
-    return k.strip(), val
+    return k, val
 
 
 def load_raw(path: str | Path) -> dict:
-    """Read a scenario file as a dict (InputError on missing file or bad YAML)."""
+    """Read a scenario file as a dict (InputError on a missing, unreadable or non-UTF-8
+    file, bad YAML or a key repeated in one mapping)."""
     p = Path(path)
     if not p.exists():
         raise InputError(str(p), "", "an existing scenario YAML file (no such file)")
+    if p.is_dir():
+        raise InputError(str(p), "", "a scenario YAML file (this is a directory)")
     try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise InputError(str(p), where, f"valid YAML ({getattr(e, 'problem', e)})") from None
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(str(p), "", f"a UTF-8 text file (byte {e.start} is not UTF-8)") \
+            from None
+    except OSError as e:
+        raise InputError(str(p), "", f"a readable scenario YAML file ({e.strerror})") \
+            from None
+    raw = load_yaml(text, str(p))
     if not isinstance(raw, dict):
         raise InputError(str(p), "", "a mapping with name, cluster, workload, run, ...")
     return raw
 
 
+def _set_sweep(raw: dict, key: str, values: Any, source: str, where: str) -> None:
+    sweep = raw.get("sweep")
+    if sweep is None:
+        sweep = raw["sweep"] = {}
+    if not isinstance(sweep, dict):
+        raise InputError(source, where, "sweep: a mapping of key paths to lists of values")
+    sweep[key] = values
+
+
 def resolve(raw: dict, source: str, overrides: list[tuple[str, Any]] | None = None,
             seed: int | None = None) -> Scenario:
-    """Apply ``--set`` overrides, the selected size and ``--seed``; validate; return it."""
+    """Apply the selected size, then ``--set`` overrides and ``--seed``; validate; return it.
+
+    Precedence: an override beats the size, which beats the file. ``run.size`` (from the
+    file or an override) selects the size. An override of a key the sweep varies (from
+    the file or the size) replaces that sweep by the single value, so sweep_exclude keeps
+    its keys; ``sweep.KEY=[...]`` replaces the list. An error caused by an entry of the
+    size is reported at ``sizes.<name>.<key>``."""
     raw = copy.deepcopy(raw)
-    for k, v in overrides or []:
-        if k == "run.size" or not k.startswith("sweep."):
-            _set_path(raw, k, v, source, f"--set {k}")
-        else:
-            raw.setdefault("sweep", {})[k[len("sweep."):]] = v
-    if seed is not None:
-        _set_path(raw, "run.seed", seed, source, "--seed")
+    overrides = list(overrides or [])
     size = _get_path(raw, "run.size") or "full"
+    for k, v in overrides:
+        if k == "sizes" or k.startswith("sizes."):
+            # the size is applied before the overrides: a change to it would be ignored
+            raise InputError(source, f"--set {k}",
+                             "a key path of the scenario (select a size with run.size=NAME)")
+        if k == "run.size":
+            size = v
     sizes = raw.get("sizes") or {}
+    size_keys: list[str] = []
     if size != "full":
-        if not isinstance(sizes, dict) or size not in sizes:
+        if not isinstance(size, str) or not isinstance(sizes, dict) or size not in sizes:
             raise InputError(source, "run.size",
                              f"'full' or one of the sizes defined here "
-                             f"({', '.join(sizes) if isinstance(sizes, dict) else ''})")
-        for k, v in (sizes[size] or {}).items():
+                             f"({', '.join(map(str, sizes)) if isinstance(sizes, dict) else ''})")
+        block = sizes[size] or {}
+        if not isinstance(block, dict):
+            raise InputError(source, f"sizes.{size}",
+                             "a mapping of key paths to values, e.g. {run.measure: 20us}")
+        for k, v in block.items():
+            k = str(k)
             if k.startswith("sweep."):
-                raw.setdefault("sweep", {})[k[len("sweep."):]] = v
+                _set_sweep(raw, k[len("sweep."):], v, source, f"sizes.{size}.{k}")
             else:
                 _set_path(raw, k, v, source, f"sizes.{size}.{k}")
+        overridden = {k for k, _v in overrides}
+        size_keys = [str(k) for k in block if str(k) not in overridden]
+    for k, v in overrides:
+        if k.startswith("sweep."):
+            _set_sweep(raw, k[len("sweep."):], v, source, f"--set {k}")
+        else:
+            _set_path(raw, k, v, source, f"--set {k}")
+            if isinstance(raw.get("sweep"), dict) and k in raw["sweep"]:
+                raw["sweep"][k] = [v]
+    if seed is not None:
+        _set_path(raw, "run.seed", seed, source, "--seed")
+    try:
+        return _validate(raw, source)
+    except InputError as e:
+        for k in size_keys:
+            if e.key == k or e.key.startswith((k + ".", k + "[", k + " ")):
+                raise InputError(e.source, f"sizes.{size}.{e.key}", e.expected) from None
+        raise
+
+
+def _validate(raw: dict, source: str) -> Scenario:
+    """The validated scenario of ``raw`` (every override and the size applied)."""
     model = _rebuild()
     try:
         sc = model.model_validate(raw)
     except ValidationError as e:
         raise _explain(e, source) from None
+    _check_no_bools(raw, sc, source)
+    _check_conditions(sc, source)
     _check_sweep(sc, raw, source)
     check_points(sc, source)
+    _check_names(sc, source)
     return sc
+
+
+def _numeric(ann: Any) -> bool:
+    """True for an int or float annotation (also inside Annotated or Optional)."""
+    if ann in (int, float):
+        return True
+    origin = get_origin(ann)
+    if origin is Annotated:
+        return _numeric(get_args(ann)[0])
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(ann) if a is not type(None)]
+        return bool(args) and all(_numeric(a) for a in args)
+    return False
+
+
+def _check_no_bools(raw: Any, obj: Any, source: str, prefix: str = "") -> None:
+    """No YAML boolean stands where the schema wants a number: pydantic's lax mode reads
+    ``nodes: true`` as 1, which is never what the file meant."""
+    if not isinstance(raw, dict) or not isinstance(obj, BaseModel):
+        return
+    fields = type(obj).model_fields
+    for k, v in raw.items():
+        f = fields.get(k) if isinstance(k, str) else None
+        if f is None:
+            continue
+        key = prefix + k
+        if isinstance(v, bool) and _numeric(f.annotation):
+            raise InputError(source, key, f"a number, not a boolean (got {v!r})")
+        sub = getattr(obj, k)
+        if isinstance(sub, BaseModel):
+            _check_no_bools(v, sub, source, key + ".")
+        elif isinstance(sub, (list, tuple)) and isinstance(v, list):
+            for i, (rv, sv) in enumerate(zip(v, sub)):
+                _check_no_bools(rv, sv, source, f"{key}[{i}].")
+
+
+_OPS = ("le", "lt", "ge", "gt", "ne", "in")
 
 
 def matches(where: dict[str, Any], values: dict[str, Any]) -> bool:
@@ -584,7 +696,7 @@ def matches(where: dict[str, Any], values: dict[str, Any]) -> bool:
                 ok = {"le": lambda: v <= r, "lt": lambda: v < r, "ge": lambda: v >= r,
                       "gt": lambda: v > r, "ne": lambda: v != r, "in": lambda: v in r}
                 if op not in ok:
-                    raise ValueError(f"unknown condition {op!r} (use le, lt, ge, gt, ne, in)")
+                    raise ValueError(f"unknown condition {op!r} (use {', '.join(_OPS)})")
                 if not ok[op]():
                     return False
         elif _num(cond) != v:
@@ -625,6 +737,9 @@ def _check_sweep(sc: Scenario, raw: dict, source: str) -> None:
         for k in ex:
             if k not in sc.sweep:
                 raise InputError(source, f"sweep_exclude[{i}].{k}", "a key of sweep")
+    if sc.sweep and not _combos(sc):
+        raise InputError(source, "sweep_exclude", "conditions that leave at least one point "
+                         "of the sweep to run (these exclude every combination)")
     base = copy.deepcopy(raw)
     base.pop("sweep", None)
     base.pop("sweep_exclude", None)
@@ -636,11 +751,78 @@ def _check_sweep(sc: Scenario, raw: dict, source: str) -> None:
         for k, v in vals.items():
             _set_path(point, k, v, source, f"sweep.{k}")
         try:
-            model.model_validate(point)
-        except ValidationError as e:
-            err = _explain(e, source)
+            try:
+                _check_no_bools(point, model.model_validate(point), source)
+            except ValidationError as e:
+                raise _explain(e, source) from None
+        except InputError as err:
             at = ", ".join(f"{k}={v}" for k, v in vals.items())
             raise InputError(source, f"sweep ({at})", f"{err.key}: {err.expected}") from None
+
+
+def _check_condition(cond: Any, source: str, key: str) -> None:
+    """``cond`` (a value, or a dict of tests as :func:`matches` takes) uses only the tests
+    :func:`matches` knows, and ``in`` takes a list."""
+    if not isinstance(cond, dict):
+        return
+    for op, ref in cond.items():
+        if op not in _OPS:
+            raise InputError(source, key, f"a value or a test among {', '.join(_OPS)} "
+                             f"(got {op!r})")
+        if op == "in" and not isinstance(ref, list):
+            raise InputError(source, key, f"in: a list of values (got {ref!r})")
+
+
+_CONDITIONS = ("where", "numerator", "denominator", "a", "b")  # claim fields that are `where`s
+
+
+def _check_conditions(sc: Scenario, source: str) -> None:
+    """Every condition of sweep_exclude, plots and claims is one :func:`matches` can test
+    (checked at load: the claims and plots are evaluated only after the run)."""
+    for i, ex in enumerate(sc.sweep_exclude):
+        for k, cond in ex.items():
+            _check_condition(cond, source, f"sweep_exclude[{i}].{k}")
+    for i, p in enumerate(sc.plots):
+        for k, cond in p.where.items():
+            _check_condition(cond, source, f"plots[{i}].where.{k}")
+    for i, c in enumerate(sc.expected):
+        for field in _CONDITIONS:
+            for k, cond in (getattr(c, field, None) or {}).items():
+                _check_condition(cond, source, f"expected[{i}].{field}.{k}")
+        if getattr(c, "range", None):
+            _check_condition(c.range, source, f"expected[{i}].range")
+
+
+def _check_names(sc: Scenario, source: str) -> None:
+    """The keys plots and claims select rows by are columns the results can have.
+
+    A row has the swept keys and the metrics. Metric names are known only after the run
+    (the runner warns about those no row has), but a dotted name is a key path: it must
+    be swept or at least be a key of the scenario (then it selects no row unless swept).
+    A claim's ``over`` must be a column of every row it pairs: a dotted one is swept."""
+    swept = ", ".join(sc.sweep) or "none"
+
+    def check(name: Any, key: str) -> None:
+        if isinstance(name, str) and "." in name and name not in sc.sweep \
+                and not _path_allowed(sc, name):
+            raise InputError(source, key, f"a swept key ({swept}), a key path of the "
+                             f"scenario or a metric name without a dot (got {name!r})")
+
+    for i, p in enumerate(sc.plots):
+        check(p.x, f"plots[{i}].x")
+        series = [p.series] if isinstance(p.series, str) else list(p.series or [])
+        for j, k in enumerate(series):
+            check(k, f"plots[{i}].series" + (f"[{j}]" if not isinstance(p.series, str) else ""))
+        for k in p.where:
+            check(k, f"plots[{i}].where.{k}")
+    for i, c in enumerate(sc.expected):
+        for field in _CONDITIONS:
+            for k in getattr(c, field, None) or {}:
+                check(k, f"expected[{i}].{field}.{k}")
+        over = getattr(c, "over", None)
+        if over is not None and "." in over and over not in sc.sweep:
+            raise InputError(source, f"expected[{i}].over", f"a swept key ({swept}) or a "
+                             f"metric name without a dot (got {over!r})")
 
 
 def _path_allowed(sc: BaseModel, key: str) -> bool:

@@ -482,6 +482,12 @@ def run_microbench(profile, spec: MicrobenchSpec, nodes: int = 2, nics_per_node:
 def check_scenario_point(sc, profile) -> None:
     """Raise ValueError("key: expected") when ``profile`` cannot run this point."""
     w = sc.workload
+    if sc.cluster.nodes < 2:
+        raise ValueError(f"cluster.nodes: at least 2 (every issuing node needs a peer), "
+                         f"got {sc.cluster.nodes}")
+    if w.mode == "client_server" and w.servers >= sc.cluster.nodes:
+        raise ValueError(f"workload.servers: fewer than cluster.nodes ({sc.cluster.nodes}), "
+                         f"leaving a client node, got {w.servers}")
     ud = w.verb in ("rpc", "send") and w.transport in ("ud", "auto")
     if ud and w.payload > profile.link.mtu:
         raise ValueError(f"workload.payload: at most the MTU of {profile.name} "

@@ -34,8 +34,8 @@ class RdmcWorkload(BaseModel):
     kind: Literal["rdmc"]
     algorithm: Literal[ALGORITHMS + ("mpi",)] = "binomial-pipeline"  # type: ignore[valid-type]
     group_size: int = Field(4, ge=2, le=4096)
-    message: Size = 64 * 1024 * 1024
-    block: Size = 1024 * 1024
+    message: Size = Field(64 * 1024 * 1024, ge=1)
+    block: Size = Field(1024 * 1024, ge=1)
     messages: int = Field(1, ge=1)
     rack_size: int | None = Field(None, ge=1)
     completion: Literal["hybrid", "polling", "interrupt"] = "hybrid"

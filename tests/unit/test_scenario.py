@@ -283,6 +283,214 @@ def test_cli_run_needs_out(tmp_path, capsys):
     assert code == 2 and "--out" in err
 
 
+def test_a_directory_is_not_a_scenario_file(tmp_path, capsys):
+    """A directory given as the scenario exits 2 naming it, for validate and run."""
+    d = tmp_path / "dir"
+    d.mkdir()
+    with pytest.raises(InputError, match="directory"):
+        load_scenario(d)
+    for args in (["validate", str(d)], ["run", str(d), "--out", str(tmp_path / "o")]):
+        code, _out, err = cli(args, capsys)
+        assert code == 2 and f"{d}: " in err and "Traceback" not in err
+
+
+def test_a_binary_file_is_not_a_scenario_file(tmp_path):
+    """A file that is not UTF-8 text is refused naming the file."""
+    p = tmp_path / "bin.yaml"
+    p.write_bytes(b"\xff\xfe\x00name: x\n")
+    rejected(p, "UTF-8")
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("name: a\nname: b\n", 2, ["'name' is repeated", "first at line 1"]),
+    ("name: a\ncluster: {nodes: 2, nodes: 3}\n", 2, ["'nodes' is repeated", "column 11"]),
+])
+def test_a_repeated_key_is_rejected(tmp_path, text, line, words):
+    """A key given twice in one mapping is refused with its line (YAML keeps the last)."""
+    e = rejected(scenario_file(tmp_path, text=text), *words)
+    assert e.key.startswith(f"line {line}")
+
+
+def test_a_merge_key_may_be_overridden():
+    """``<<: *anchor`` followed by one of the anchor's keys is not a repeated key."""
+    from rnicsim.yamlio import load_yaml
+
+    assert load_yaml("a: &x {n: 1, m: 1}\nb: {<<: *x, n: 2}\n", "f.yaml") == \
+        {"a": {"n": 1, "m": 1}, "b": {"n": 2, "m": 1}}
+
+
+@pytest.mark.parametrize("patch, key", [
+    (lambda r: r.update(expected=[{"claim": "C", "kind": "value", "metric": "m",
+                                   "published": 1, "where": {"workload.payload": {"lte": 64}}}]),
+     "expected[0].where.workload.payload"),
+    (lambda r: r.update(sweep={"workload.payload": [8, 64]}, expected=[
+        {"claim": "C", "kind": "flat", "metric": "m", "published": 1,
+         "over": "workload.payload", "range": {"lte": 64}}]), "expected[0].range"),
+    (lambda r: r.update(sweep={"workload.payload": [8, 64]}, expected=[
+        {"claim": "C", "kind": "ratio", "metric": "m", "published": 1,
+         "over": "workload.payload", "numerator": {"workload.payload": {"eq": 8}},
+         "denominator": {}}]), "expected[0].numerator.workload.payload"),
+    (lambda r: r.update(sweep={"workload.payload": [8, 64]},
+                        sweep_exclude=[{"workload.payload": {"nq": 8}}]),
+     "sweep_exclude[0].workload.payload"),
+    (lambda r: r.update(plots=[{"x": "workload.payload", "y": "m",
+                                "where": {"workload.payload": {"lte": 64}}}]),
+     "plots[0].where.workload.payload"),
+])
+def test_an_unknown_condition_test_is_rejected_at_load(tmp_path, patch, key):
+    """A condition test other than le, lt, ge, gt, ne, in is refused at its key path before
+    anything runs (it used to pass validate and crash after the run)."""
+    e = rejected(scenario_file(tmp_path, patch), key, "le, lt, ge, gt, ne, in")
+    assert e.key == key
+
+
+def test_an_in_test_needs_a_list(tmp_path):
+    """``{in: 8}`` is refused: ``in`` takes a list of values."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.payload": [8, 64]}, sweep_exclude=[{"workload.payload": {"in": 8}}]))
+    rejected(p, "sweep_exclude[0].workload.payload", "a list")
+
+
+def test_a_claim_over_a_key_that_is_not_swept(tmp_path):
+    """A claim's dotted ``over`` must be a swept key (it used to raise KeyError after every
+    point ran); a name without a dot may be a metric such as ``step``."""
+    def claim(over):
+        return lambda r: r.update(sweep={"workload.payload": [8, 64]}, expected=[
+            {"claim": "C", "kind": "ratio", "metric": "m", "published": 1, "over": over,
+             "numerator": {}, "denominator": {}}])
+    rejected(scenario_file(tmp_path, claim("workload.paylod")), "expected[0].over",
+             "workload.payload", "'workload.paylod'")
+    rejected(scenario_file(tmp_path, claim("cluster.threads"), name="t.yaml"),
+             "expected[0].over")
+    assert load_scenario(scenario_file(tmp_path, claim("step"), name="s.yaml")).expected
+
+
+@pytest.mark.parametrize("plot, key", [
+    ({"x": "workload.paylod", "y": "throughput_mops"}, "plots[0].x"),
+    ({"x": "workload.payload", "y": "m", "series": "workload.vrb"}, "plots[0].series"),
+    ({"x": "workload.payload", "y": "m", "series": ["workload.verb", "cluster.nodez"]},
+     "plots[0].series[1]"),
+    ({"x": "workload.payload", "y": "m", "where": {"workload.vrb": "read"}},
+     "plots[0].where.workload.vrb"),
+])
+def test_a_plot_naming_an_unknown_key_path(tmp_path, plot, key):
+    """Dotted names in a plot are key paths: a misspelt one is refused at load."""
+    p = scenario_file(tmp_path, lambda r: r.update(sweep={"workload.payload": [8, 64]},
+                                                   plots=[plot]))
+    e = rejected(p, key, "a swept key (workload.payload)")
+    assert e.key == key
+
+
+def test_plot_and_claim_names_that_may_be_metrics_or_keys_load(tmp_path):
+    """Undotted names (metrics) and key paths of the scenario, swept or not, are accepted."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.payload": [8, 64]},
+        plots=[{"x": "step", "y": "m", "series": ["workload.verb", "workload.payload"],
+                "where": {"cluster.threads": 1}}],
+        expected=[{"claim": "C", "kind": "value", "metric": "m", "published": 1,
+                   "where": {"workload.verb": "read", "step": 0}}]))
+    assert len(load_scenario(p).plots) == 1
+
+
+def test_a_claim_naming_an_unknown_key_path(tmp_path):
+    """A misspelt key path in a claim's condition is refused at load."""
+    p = scenario_file(tmp_path, lambda r: r.update(expected=[
+        {"claim": "C", "kind": "value", "metric": "m", "published": 1,
+         "where": {"workload.vrb": "read"}}]))
+    rejected(p, "expected[0].where.workload.vrb")
+
+
+@pytest.mark.parametrize("file, words", [
+    ("plot.txt", [".png", ".pdf", ".svg", "'plot.txt'"]),
+    ("plot", [".png"]),
+    ("../../escape.png", ["directory"]),
+    ("/tmp/abs.png", ["directory"]),
+    ("sub/plot.png", ["directory"]),
+])
+def test_a_plot_file_must_be_an_image_inside_out(tmp_path, file, words):
+    """A plot file needs an extension matplotlib writes and no directory part (it used to
+    fail in matplotlib after the run, or write outside --out)."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        plots=[{"x": "workload.payload", "y": "m", "file": file}]))
+    rejected(p, "plots[0].file", *words)
+
+
+def test_plot_files_in_other_formats_load(tmp_path):
+    """pdf and svg are plot formats too."""
+    p = scenario_file(tmp_path, lambda r: r.update(plots=[
+        {"x": "workload.payload", "y": "m", "file": "a.pdf"},
+        {"x": "workload.payload", "y": "m", "file": "b.SVG"}]))
+    assert [pl.file for pl in load_scenario(p).plots] == ["a.pdf", "b.SVG"]
+
+
+@pytest.mark.parametrize("patch, words", [
+    (lambda r: r["cluster"].update(nodes=1), ["cluster.nodes", "at least 2"]),
+    (lambda r: r["workload"].update(mode="client_server", servers=2),
+     ["workload.servers", "fewer than cluster.nodes (2)"]),
+])
+def test_a_microbench_needs_a_peer(tmp_path, capsys, patch, words):
+    """A microbench on one node (or with no client left) is refused before running (it
+    used to crash in the workload with ``high <= 0``)."""
+    p = scenario_file(tmp_path, patch)
+    rejected(p, *words)
+    code, _out, err = cli(["run", str(p), "--out", str(tmp_path / "o"), "--quiet"], capsys)
+    assert code == 2 and "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("patch, key", [
+    (lambda r: r["cluster"].update(nodes=True), "cluster.nodes"),
+    (lambda r: r["workload"].update(coroutines=True), "workload.coroutines"),
+    (lambda r: r["cluster"]["nic"].update(per_node=True), "cluster.nic.per_node"),
+    (lambda r: r.update(expected=[{"claim": "C", "kind": "value", "metric": "m",
+                                   "published": True}]), "expected[0].published"),
+])
+def test_a_boolean_is_not_a_number(tmp_path, patch, key):
+    """``nodes: true`` is refused (pydantic's lax mode read it as 1)."""
+    e = rejected(scenario_file(tmp_path, patch), key, "not a boolean")
+    assert e.key == key
+
+
+def test_a_boolean_is_not_a_number_in_set_or_a_sweep(tmp_path):
+    """The same holds for ``--set`` values and swept values; booleans stay booleans where
+    the schema wants one."""
+    p = scenario_file(tmp_path)
+    rejected(p, "cluster.nodes", "not a boolean", overrides=["cluster.nodes=true"])
+    rejected(scenario_file(tmp_path, lambda r: r.update(sweep={"cluster.threads": [1, True]}),
+                           name="s.yaml"), "sweep (cluster.threads=True)", "not a boolean")
+    assert load_scenario(p, ["workload.shared_context=true"]).workload.shared_context is True
+
+
+@pytest.mark.parametrize("override, key", [
+    ("workload.block=0", "workload.block"),
+    ("workload.message=0", "workload.message"),
+])
+def test_rdmc_block_and_message_are_positive(override, key):
+    """RDMC's block and message sizes are at least 1 byte (0 used to crash the run)."""
+    p = Path(__file__).parents[2] / "scenarios/rdmc/example_pipeline_vs_chain.yaml"
+    rejected(p, key, "greater than or equal to 1", overrides=[override])
+
+
+def test_measure_must_be_positive(tmp_path):
+    """An empty measured window is refused (it measured 0 operations)."""
+    rejected(scenario_file(tmp_path, lambda r: r["run"].update(measure="0us")),
+             "run.measure", "greater than 0")
+
+
+def test_sweep_exclude_that_removes_every_point(tmp_path, capsys):
+    """A sweep_exclude leaving no point is an error, not an empty run with exit 0."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.payload": [8, 64]}, sweep_exclude=[{"workload.payload": {"ge": 8}}]))
+    rejected(p, "sweep_exclude", "at least one point")
+    code, _out, err = cli(["run", str(p), "--out", str(tmp_path / "o"), "--quiet"], capsys)
+    assert code == 2 and not (tmp_path / "o").exists()
+
+
+def test_a_size_that_is_not_a_mapping(tmp_path):
+    """``sizes: {demo: 3}`` is refused at sizes.demo when selected."""
+    p = scenario_file(tmp_path, lambda r: r.update(sizes={"demo": 3}))
+    rejected(p, "sizes.demo", "mapping", overrides=["run.size=demo"])
+
+
 # =========================================================================== overrides
 def test_set_overrides_go_through_the_schema(tmp_path):
     """``--set`` values are parsed as YAML and validated like the file."""
@@ -323,6 +531,61 @@ def test_sizes_apply_their_overrides(tmp_path):
 def test_seed_override(tmp_path):
     """The seed argument replaces run.seed."""
     assert load_scenario(scenario_file(tmp_path), seed=42).run.seed == 42
+
+
+def test_set_with_an_empty_key_is_rejected(tmp_path, capsys):
+    """``--set =3`` and ``--set a..b=3`` name --set, not an empty key of the file."""
+    for bad in ("=3", " =3", "cluster..nodes=3", "cluster.=3"):
+        code, _out, err = cli(["validate", str(scenario_file(tmp_path)), "--set", bad],
+                              capsys)
+        assert code == 2 and "command line: --set" in err and repr(bad) in err, err
+
+
+def test_set_wins_over_the_size(tmp_path):
+    """An explicit ``--set`` beats the selected size's value for the same key, in either
+    order on the command line; keys the size sets and --set does not keep the size's."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sizes={"smoke": {"cluster.nodes": 3, "cluster.threads": 4}}))
+    for ov in (["run.size=smoke", "cluster.nodes=5"], ["cluster.nodes=5", "run.size=smoke"]):
+        sc = load_scenario(p, ov)
+        assert (sc.run.size, sc.cluster.nodes, sc.cluster.threads) == ("smoke", 5, 4)
+
+
+def test_set_sweep_wins_over_the_size_sweep(tmp_path):
+    """``--set sweep.KEY=[...]`` beats the size's list for that key."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.coroutines": [1, 4, 8]},
+        sizes={"smoke": {"sweep.workload.coroutines": [1]}}))
+    sc = load_scenario(p, ["run.size=smoke", "sweep.workload.coroutines=[2]"])
+    assert [v["workload.coroutines"] for v, _ in points(sc)] == [2]
+
+
+def test_set_of_a_swept_key_runs_that_value_only(tmp_path):
+    """``--set workload.payload=16`` on a swept key replaces the sweep by [16], so every
+    row carries 16 and sweep_exclude keeps its key."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.payload": [8, 64], "cluster.threads": [1, 2]},
+        sweep_exclude=[{"workload.payload": 8, "cluster.threads": 2}],
+        sizes={"demo": {"sweep.workload.payload": [8]}}))
+    for ov in (["workload.payload=16"], ["run.size=demo", "workload.payload=16"]):
+        pts = points(load_scenario(p, ov))
+        assert [tuple(v.values()) for v, _ in pts] == [(16, 1), (16, 2)]
+        assert all(sc.workload.payload == 16 for _, sc in pts)
+
+
+def test_set_cannot_edit_a_size(tmp_path):
+    """``--set sizes.demo...`` would come too late to matter: it is refused."""
+    p = scenario_file(tmp_path, lambda r: r.update(sizes={"demo": {"run.measure": "2us"}}))
+    rejected(p, "--set sizes.demo.run.measure", "run.size=NAME",
+             overrides=["sizes.demo.run.measure=1us"])
+
+
+def test_errors_of_a_selected_size_name_the_size(tmp_path):
+    """A bad entry of the selected size is reported at sizes.<name>.<key>."""
+    p = scenario_file(tmp_path, lambda r: r.update(sizes={"demo": {"run.measure": "three us"}}))
+    e = rejected(p, "sizes.demo.run.measure", "duration", overrides=["run.size=demo"])
+    assert e.key == "sizes.demo.run.measure"
+    assert load_scenario(p, ["run.size=demo", "run.measure=3us"]).run.measure == 3000.0
 
 
 # =========================================================================== sweep points
@@ -502,6 +765,38 @@ def test_run_rejects_an_out_path_that_is_a_file(tmp_path, capsys):
     assert code == 2 and "--out" in err
 
 
+@pytest.mark.parametrize("out", ["file/sub", ""])
+def test_run_refuses_an_out_that_cannot_be_made_before_running(tmp_path, capsys,
+                                                                monkeypatch, out):
+    """``--out`` below a file, or empty, exits 2 naming --out before any point runs (it
+    used to crash after running them all, or write to /results.csv)."""
+    (tmp_path / "file").write_text("x")
+    calls = []
+    monkeypatch.setattr(rnicsim.runner, "run_point", lambda sc: calls.append(sc) or {})
+    target = str(tmp_path / out) if out else ""
+    code, stdout, err = cli(["run", str(scenario_file(tmp_path, text=TINY)), "--out", target,
+                             "--quiet"], capsys)
+    assert code == 2 and "--out" in err and "Traceback" not in err
+    assert calls == [] and stdout == ""
+    assert _leftovers(tmp_path) == []
+
+
+def test_run_warns_about_names_no_result_has(tmp_path, capsys):
+    """A plot axis or claim metric naming no column gives a warning on stderr naming it and
+    the columns; the run still succeeds (its results are valid)."""
+    text = TINY.replace("y: throughput_mops, file", "y: throughput_mopz, file").replace(
+        "metric: throughput_mops,", "metric: throughput_mopz,")
+    assert text.count("mopz") == 2
+    out = tmp_path / "out"
+    code, _stdout, err = cli(["run", str(scenario_file(tmp_path, text=text)), "--out",
+                              str(out), "--quiet"], capsys)
+    assert code == 0 and (out / "results.csv").exists()
+    lines = [ln for ln in err.splitlines() if "warning" in ln]
+    assert len(lines) == 2, err
+    assert "plots[0].y" in lines[0] and "'throughput_mopz'" in lines[0]
+    assert "expected[0].metric" in lines[1] and "throughput_mops," in lines[1]
+
+
 # =========================================================================== claims
 def claims(*specs: dict):
     ta = TypeAdapter(Claim)
@@ -571,6 +866,14 @@ def test_claims_keep_their_order_and_published_values():
         [("C0", 80.0, True), ("C1", 50.0, True)]
 
 
+def test_a_claim_over_a_missing_column_measures_nan():
+    """A claim whose ``over`` no row has measures NaN instead of raising KeyError."""
+    [r] = evaluate(claims({"kind": "ratio", "numerator": {"verb": "read"},
+                           "denominator": {"verb": "rpc"}, "over": "size",
+                           "published": 1}), ROWS)
+    assert math.isnan(r["measured"]) and r["holds"] is False
+
+
 def test_profile_overrides_from_the_command_line_and_nested_yaml(tmp_path):
     """A profile key is dotted itself: ``--set cluster.nic.overrides.nic.qp_cache_entries=4``
     sets the key ``nic.qp_cache_entries`` (it used to nest a dict and crash with a
@@ -607,3 +910,50 @@ def test_a_profile_parameter_can_be_swept(tmp_path):
     rejected(scenario_file(tmp_path, lambda r: r.update(
         sweep={"cluster.nic.overrides.nic": [4]}), name="s.yaml"),
         "sweep.cluster.nic.overrides.nic")
+
+
+# =========================================================================== rnicsim validate
+def test_validate_reports_every_file(tmp_path, capsys):
+    """``rnicsim validate missing.yaml good.yaml`` reports both and exits 2."""
+    good = scenario_file(tmp_path)
+    missing = tmp_path / "missing.yaml"
+    code, out, err = cli(["validate", str(missing), str(good)], capsys)
+    assert code == 2
+    assert f"{missing}: an existing" in err and f"{good}: OK" in out
+
+
+@pytest.mark.parametrize("size, key", [
+    ({"run.measur": "3us"}, "sizes.demo.run.measur"),
+    ({"sweep.workload.paylod": [8]}, "sizes.demo.sweep.workload.paylod"),
+    ({"run.measure": "three us"}, "sizes.demo.run.measure"),
+    ({"cluster.nodes": 1}, "sizes.demo.cluster.nodes"),
+])
+def test_validate_checks_every_size(tmp_path, capsys, size, key):
+    """``rnicsim validate`` resolves every size, naming the bad entry as sizes.<name>.<key>
+    without --set run.size."""
+    p = scenario_file(tmp_path, lambda r: r.update(sizes={"demo": size}))
+    code, out, err = cli(["validate", str(p)], capsys)
+    assert code == 2 and out == "" and f"{p}: {key}" in err, err
+
+
+def test_validate_names_the_size_of_an_error_it_causes(tmp_path, capsys):
+    """An error a size causes elsewhere in the file is reported under sizes.<name>."""
+    p = scenario_file(tmp_path, lambda r: (
+        r["workload"].update(mode="client_server", servers=2), r["cluster"].update(nodes=3),
+        r.update(sizes={"demo": {"cluster.nodes": 2}})))
+    code, _out, err = cli(["validate", str(p)], capsys)
+    assert code == 2 and f"{p}: sizes.demo: workload.servers" in err, err
+
+
+@pytest.mark.parametrize("cmd", ["run", "validate", "profiles", "reproduce"])
+def test_help_returns_zero(cmd, capsys):
+    """``main([cmd, '--help'])`` prints the help and returns 0 (no SystemExit)."""
+    assert main([cmd, "--help"]) == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_validate_help_describes_set(capsys):
+    """``rnicsim validate --help`` explains --set as run's help does."""
+    main(["validate", "--help"])
+    out = capsys.readouterr().out
+    assert "KEY.PATH=VALUE" in out and "override a scenario key" in out
