@@ -20,11 +20,11 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from .errors import InputError
+from .yamlio import load_yaml
 from .units import parse_bytes, parse_freq_hz, parse_rate_bps, parse_time_ns
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -421,9 +421,8 @@ def load_profile(name_or_path: str) -> Profile:
         raise InputError(str(path), "", "a profile YAML file (this is a directory)"
                          if path.is_dir() else "a profile YAML file")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise InputError(str(path), "", f"valid YAML ({e})") from None
+        # Refuses a key given twice in one mapping (PyYAML would keep the last silently).
+        raw = load_yaml(path.read_text(encoding="utf-8"), str(path))
     except UnicodeDecodeError as e:
         raise InputError(str(path), "", f"a profile YAML file in UTF-8 (byte {e.start} is "
                          "not UTF-8)") from None

@@ -179,6 +179,18 @@ def test_invalid_yaml_and_missing_file(tmp_path):
     assert e.value.source == str(missing)
 
 
+def test_a_key_given_twice_is_refused(tmp_path):
+    """A parameter written twice in one section is an error naming both lines, not the
+    last value silently (PyYAML's default)."""
+    text = ((PROFILE_DIR / "cx4-edr.yaml").read_text().replace(
+        "  mmio_latency:", "  mmio_latency: {value: 1ns, source: x}\n  mmio_latency:", 1))
+    bad = tmp_path / "dup.yaml"
+    bad.write_text(text)
+    with pytest.raises(InputError, match="mmio_latency.*repeated") as e:
+        load_profile(str(bad))
+    assert e.value.source == str(bad) and e.value.key.startswith("line ")
+
+
 def test_a_directory_or_a_non_utf8_file_is_not_a_profile(tmp_path):
     """A directory given as the profile path, and a file that is not UTF-8, raise
     InputError naming the path (not IsADirectoryError / UnicodeDecodeError)."""
