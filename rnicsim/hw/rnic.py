@@ -175,6 +175,11 @@ class Rnic:
         self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0,
                          "cnp_sent": 0, "cnp_received": 0}
         self.dcqcn = l.kind == "roce" and n.dcqcn
+        # Bytes of GRH a UD receive writes before the payload: a RoCE packet always carries
+        # one; an InfiniBand packet inside one subnet has none, and then the first 40 B of
+        # the receive buffer are left undefined, not written (IBA vol. 1 rel. 1.4,
+        # 11.4.1.2), though the payload still starts at offset 40.
+        self.ud_grh_write = GRH if l.kind == "roce" else 0
         self.line_rate = l.rate
         self._cnp_last: dict = {}       # (nic id, qpn) of a sender -> time of its last CNP
 
@@ -456,7 +461,7 @@ class Rnic:
                 head = desc     # the scatter address comes with the RECV descriptor
             if desc > t:
                 t = desc
-            nbytes = length + (GRH if qp.type == UD else 0)
+            nbytes = length + (self.ud_grh_write if qp.type == UD else 0)
             if recv.local is not None and msg.data is not None:
                 recv.local.write(recv.local_offset + (GRH if qp.type == UD else 0), msg.data)
             t_vis = self.pcie.dma_write(head, nbytes, t) if nbytes else t

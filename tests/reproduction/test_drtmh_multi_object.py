@@ -10,12 +10,12 @@ sweep. Asserted are the findings the model reproduces at that size (see the scen
 - without passive ACK one-sided writes beat two-sided at every step.
 
 Known gaps, asserted as gaps (each fails when it closes, to update this note): passive
-ACK gives two-sided writes about 1.6x, not 1.96x, and so two-sided does not overtake
-one-sided with it. The model's UD RPC of a 64-B object is PCIe-bound there (about 59 M
-requests/s per NIC: a 128-B UD WQE and the 80-B payload read by DMA, the 120-B GRH +
-payload write and a CQE, about 265 B of TLPs each way per request). Until 2026-11-25 a
-PCIe TLP queued more than one TLP behind others was not booked, the link carried more
-than its rate and the model gave 2.19x.
+ACK gives two-sided writes about 1.7x, not 1.96x, and two-sided does not overtake
+one-sided with it (0.97 of it). The model's UD RPC of a 64-B object is PCIe-bound there
+(about 60 M requests/s per NIC: a 128-B UD WQE and the 80-B payload read by DMA, the
+payload write and a CQE, about 265 B of TLPs down and 225 B up per request). Until
+2026-11-25 a PCIe TLP queued more than one TLP behind others was not booked, PCIe carried
+more than its rate and the model gave 2.19x (docs/model.md, PCIe).
 """
 import os
 from pathlib import Path

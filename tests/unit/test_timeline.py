@@ -2,10 +2,11 @@
 import pytest
 
 from rnicsim.hw.link import LinkDir, transmit
+from rnicsim.hw.pcie import Pcie
 from rnicsim.cluster import Cluster
 from rnicsim.profile import load_profile
 from rnicsim.sim import Simulation
-from rnicsim.verbs import READ, WRITE, Context, WorkRequest
+from rnicsim.verbs import READ, SEND, WRITE, Context, WorkRequest
 
 
 def _pair(profile):
@@ -150,6 +151,42 @@ def test_an_incast_of_single_packets_is_held_to_the_port_rate():
         last = max(last, transmit([a, port], t, size), transmit([b, port], t, size))
     assert last == pytest.approx(2 * n * size * port.ns_per_byte)
     assert port.cal.busy_ns == pytest.approx(2 * n * size * port.ns_per_byte)
+
+
+@pytest.mark.parametrize("profile,grh", [("cx4-edr", 0), ("cx4-roce-100g", 40)])
+def test_a_ud_receive_writes_a_grh_only_when_the_packet_has_one(profile, grh, monkeypatch):
+    """A 100-B UD SEND: the receiver DMA-writes the payload, plus the 40-B GRH on RoCE,
+    whose packets always carry one; on InfiniBand inside a subnet there is none and the
+    first 40 B of the buffer stay unwritten (IBA 11.4.1.2). The payload lands at offset 40
+    either way."""
+    p = load_profile(profile)
+    sim = Simulation(1)
+    cl = Cluster(sim, p, 2, 1)
+    ctx = [Context(cl, i, 0, cl.nodes[i].thread(0)) for i in range(2)]
+    cq = [c.create_cq() for c in ctx]
+    a, b = ctx[0].create_qp("UD", cq[0]), ctx[1].create_qp("UD", cq[1])
+    mr = ctx[1].reg_mr(4096)
+    payload = bytes(range(100))
+    b.post_recv([WorkRequest(0, 4096, "r", local=mr, local_offset=0)])
+    pcie = cl.nodes[1].nics[0].pcie
+    writes = []
+    dma_write = Pcie.dma_write
+
+    def spy(self, t, n, *rest):
+        if self is pcie:
+            writes.append(n)
+        return dma_write(self, t, n, *rest)
+    monkeypatch.setattr(Pcie, "dma_write", spy)
+
+    def proc():
+        yield sim.timeout(10_000)                 # the RECV descriptor is on the NIC
+        a.post_send([WorkRequest(SEND, 100, "s", True, dest=b.address, data=payload)])
+        wcs = yield cq[1].wait()
+        assert wcs[0].byte_len == 100
+    sim.process(proc())
+    sim.run()
+    assert writes == [100 + grh, 64]              # payload (+ GRH), then the CQE
+    assert mr.read(40, 100) == payload
 
 
 def _send_pair(profile):
