@@ -138,8 +138,7 @@ class Calendar:
         and, for the part that was booked already, at the end of that busy run (the bulk
         transfer is stretched by a packet for later bookings; arrivals already computed
         stay valid). With an infinite ``quantum`` this is :meth:`reserve` and the packet
-        lane is not used (the one implementation of booking, in one frame for the hot
-        callers).
+        lane is not used (the one implementation of booking).
         """
         ends = self.ends
         n = len(ends)
@@ -167,15 +166,7 @@ class Calendar:
                     pends.append(t + dur)
             return t
         starts = self.starts
-        i = bisect_right(ends, t)
-        cand = t
-        end = t + dur           # always cand + dur
-        while i < n and starts[i] < end:
-            e = ends[i]
-            if e > cand:
-                cand = e
-                end = e + dur
-            i += 1
+        cand = _first_fit(starts, ends, t, dur)
         self.busy_ns += dur
         if lane and cand > t + quantum:
             s = _first_fit(self.pstarts, self.pends, t + quantum, dur)
@@ -188,19 +179,9 @@ class Calendar:
                     _insert(starts, ends, d0, d0 + debt)
                 _insert(self.pstarts, self.pends, s, s + dur)
                 return s
-        # Insert [cand, end) before index i, merging with touching neighbours.
-        if i > 0 and ends[i - 1] >= cand:
-            ends[i - 1] = end
-            if i < n and starts[i] <= end:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
-        elif i < n and starts[i] <= end:
-            starts[i] = cand
-        else:
-            starts.insert(i, cand)
-            ends.insert(i, end)
+        _insert(starts, ends, cand, cand + dur)
         if lane:
-            _insert(self.pstarts, self.pends, cand, end)
+            _insert(self.pstarts, self.pends, cand, cand + dur)
         return cand
 
     def reserve_split(self, t: float, dur: float, chunk: float) -> tuple[float, float]:
