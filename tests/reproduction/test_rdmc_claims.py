@@ -12,16 +12,8 @@ from protocols.rdmc import study
 MiB = 1 << 20
 
 
-_M9_DEMO = pytest.mark.xfail(
-    strict=False,
-    reason="demo-size Fractus overlap reaches ~0.84 of the ingress bound (0.95 at full "
-           "size): kernel links serialise whole messages, so credits and ACKs wait behind "
-           "1 MiB blocks (protocols/rdmc/README.md, kernel limitations)")
-
-
 @pytest.mark.repro
-@pytest.mark.parametrize("claim", [f"M{i}" for i in range(1, 9)]
-                         + [pytest.param("M9", marks=_M9_DEMO), "M10", "M11"])
+@pytest.mark.parametrize("claim", [f"M{i}" for i in range(1, 12)])
 def test_claim_holds_at_demo_size(claim):
     """The qualitative finding of each claim holds at demo size."""
     (row,) = study.claims("demo", only=[claim])
