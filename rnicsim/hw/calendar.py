@@ -97,15 +97,22 @@ def _remove(starts: list, ends: list, a: float, b: float) -> float:
 class Calendar:
     """Busy intervals of one pipe; :meth:`reserve` books the first gap that fits."""
 
-    __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at", "pstarts", "pends")
+    __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at", "pstarts", "pends",
+                 "lane_on", "mixed")
 
     def __init__(self, env=None) -> None:
         self.starts: list[float] = []
         self.ends: list[float] = []
         # The packet lane: intervals of packets booked with a finite quantum (and blocks),
-        # each inside a main interval; an overtaking packet may not overlap them.
+        # each inside a main interval; an overtaking packet may not overlap them. It is
+        # kept only while something else (a bulk transfer, a debt, a block) is booked
+        # ahead: when only packets are ahead, the lane would equal the main intervals
+        # there and nothing can overtake, so the lane is dropped (``lane_on`` False) and
+        # rebuilt from the main intervals when the next other booking comes.
         self.pstarts: list[float] = []
         self.pends: list[float] = []
+        self.lane_on = False
+        self.mixed = 0.0        # end of the last booking that is not a lane packet [ns]
         self.busy_ns = 0.0
         self.env = env          # the SimPy environment, for pruning (optional)
         # Prune when the interval list grows past this (never without an environment).
@@ -149,6 +156,15 @@ class Calendar:
             n = len(ends)
             self._prune_at = max(64, 2 * n)
         lane = quantum != _INF
+        if lane:
+            if self.lane_on and self.env is not None and self.mixed <= self.env._now:
+                # Only packets are booked ahead now: drop the lane (see __init__).
+                self.lane_on = False
+                self.pstarts = []
+                self.pends = []
+            lane = self.lane_on
+        elif not self.lane_on:
+            self._lane_start()
         if n == 0 or t >= ends[-1]:
             # Fast path: after everything booked so far.
             self.busy_ns += dur
@@ -164,9 +180,23 @@ class Calendar:
                 else:
                     self.pstarts.append(t)
                     pends.append(t + dur)
+            elif quantum == _INF and t + dur > self.mixed:
+                self.mixed = t + dur
             return t
+        # The first fit and the insertion are written out here rather than calling
+        # _first_fit and _insert: nearly every booking of a busy link or PCIe direction
+        # comes here (out of time order), and the two calls cost the fig. 5a benchmark
+        # (benchmarks/engine.py) a fifth of its speed.
         starts = self.starts
-        cand = _first_fit(starts, ends, t, dur)
+        i = bisect_right(ends, t)
+        cand = t
+        end = t + dur           # always cand + dur
+        while i < n and starts[i] < end:
+            e = ends[i]
+            if e > cand:
+                cand = e
+                end = e + dur
+            i += 1
         self.busy_ns += dur
         if lane and cand > t + quantum:
             s = _first_fit(self.pstarts, self.pends, t + quantum, dur)
@@ -177,12 +207,38 @@ class Calendar:
                 if debt > 0.0:
                     d0 = _first_fit(starts, ends, s, debt)
                     _insert(starts, ends, d0, d0 + debt)
+                    if d0 + debt > self.mixed:
+                        self.mixed = d0 + debt
                 _insert(self.pstarts, self.pends, s, s + dur)
                 return s
-        _insert(starts, ends, cand, cand + dur)
+        # Insert [cand, end) before index i, merging with touching neighbours.
+        if i > 0 and ends[i - 1] >= cand:
+            ends[i - 1] = end
+            if i < n and starts[i] <= end:
+                ends[i - 1] = ends[i]
+                del starts[i], ends[i]
+        elif i < n and starts[i] <= end:
+            starts[i] = cand
+        else:
+            starts.insert(i, cand)
+            ends.insert(i, end)
         if lane:
-            _insert(self.pstarts, self.pends, cand, cand + dur)
+            _insert(self.pstarts, self.pends, cand, end)
+        elif quantum == _INF and end > self.mixed:
+            self.mixed = end
         return cand
+
+    def _lane_start(self) -> None:
+        """Start the packet lane before a booking that is not a packet: only packets are
+        booked ahead, so the lane is the main intervals from now on."""
+        self.lane_on = True
+        if self.env is not None:
+            i = bisect_right(self.ends, self.env._now)
+            self.pstarts = self.starts[i:]
+            self.pends = self.ends[i:]
+        else:
+            self.pstarts = self.starts[:]
+            self.pends = self.ends[:]
 
     def reserve_split(self, t: float, dur: float, chunk: float) -> tuple[float, float]:
         """Book ``dur`` [ns] from ``t`` on, split over gaps of at least ``chunk`` [ns].
@@ -197,6 +253,8 @@ class Calendar:
         if len(ends) > self._prune_at:
             self.prune(self.env._now)
             self._prune_at = max(64, 2 * len(ends))
+        if not self.lane_on:
+            self._lane_start()
         starts = self.starts
         self.busy_ns += dur
         i = bisect_right(ends, t)
@@ -229,34 +287,48 @@ class Calendar:
                 left = 0
         busy = self.busy_ns
         for a, b in pieces:
-            self._insert(a, b)
+            _insert(starts, ends, a, b)
         self.busy_ns = busy
-        return first, pieces[-1][1]
+        end = pieces[-1][1]
+        if end > self.mixed:
+            self.mixed = end
+        return first, end
 
     def _insert(self, a: float, b: float) -> None:
-        """Add ``[a, b)``, a free gap of the main intervals."""
+        """Add ``[a, b)``, a free gap of the main intervals, as a piece of a transfer that
+        is not a packet (packets may overtake it)."""
+        if not self.lane_on:
+            self._lane_start()
         _insert(self.starts, self.ends, a, b)
+        if b > self.mixed:
+            self.mixed = b
 
     def book_packet(self, a: float, b: float) -> None:
         """Add the packet ``[a, b)``, already in a free gap, to the main intervals and the
         packet lane (for callers that find the gap themselves, e.g. around PFC pauses)."""
         _insert(self.starts, self.ends, a, b)
-        _insert(self.pstarts, self.pends, a, b)
+        if self.lane_on:
+            _insert(self.pstarts, self.pends, a, b)
 
     def block(self, t0: float, t1: float) -> None:
         """Mark ``[t0, t1)`` busy whatever was booked (a pause imposed from outside)."""
         if t1 <= t0:
             return
+        if not self.lane_on:
+            self._lane_start()
         # Only the time that was not booked already becomes busy. Packets may not overtake
         # into a pause either.
         self.busy_ns += _insert(self.starts, self.ends, t0, t1)
         _insert(self.pstarts, self.pends, t0, t1)
+        if t1 > self.mixed:
+            self.mixed = t1
 
     def free(self, a: float, b: float) -> None:
         """Free ``[a, b)`` (the unsent part of a transfer that was paused)."""
         if b > a:
             self.busy_ns -= _remove(self.starts, self.ends, a, b)
-            _remove(self.pstarts, self.pends, a, b)
+            if self.lane_on:
+                _remove(self.pstarts, self.pends, a, b)
 
     def prune(self, now: float) -> None:
         """Forget intervals that ended before ``now``."""

@@ -107,10 +107,6 @@ def test_reserve_laws_hold_for_arbitrary_floats(reqs):
     assert length(union(c)) == pytest.approx(sum(d for _t, d in reqs), rel=1e-9, abs=ulps)
 
 
-def lane(c: Calendar) -> list[tuple[float, float]]:
-    return list(zip(c.pstarts, c.pends))
-
-
 @given(st.lists(st.tuples(st.sampled_from(["packet", "reserve", "split"]), ticks, durs,
                           st.integers(0, 60).map(float)), min_size=1, max_size=40))
 def test_reserve_packet_overtakes_bulk_by_one_quantum_but_never_a_packet(ops):
@@ -129,7 +125,7 @@ def test_reserve_packet_overtakes_bulk_by_one_quantum_but_never_a_packet(ops):
         elif kind == "split":
             assert c.reserve_split(t, d, max(1.0, q / 8))[0] >= t
         else:
-            expected = fit if fit <= t + q else min(fit, first_fit(lane(c), t + q, d))
+            expected = fit if fit <= t + q else min(fit, first_fit(packets, t + q, d))
             s = c.reserve_packet(t, d, q)
             assert s == expected >= t
             assert all(s + d <= a or s >= b for a, b in packets)
@@ -138,7 +134,7 @@ def test_reserve_packet_overtakes_bulk_by_one_quantum_but_never_a_packet(ops):
         check_invariants(c)
         assert length(union(c)) == total == c.busy_ns
         ivs = union(c)
-        for a, b in lane(c):            # every packet lies inside the busy intervals
+        for a, b in packets:            # every packet lies inside the busy intervals
             assert any(x <= a and b <= y for x, y in ivs)
 
 
