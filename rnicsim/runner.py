@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 from .claims import evaluate
 from .errors import InputError
 from .profile import load_profile
+from .results import check_out_dir
 from .scenario import Scenario, points, resolved_yaml, workload_runner
 
 
@@ -148,19 +148,14 @@ def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: boo
     that name no column of the results are warned about on stderr."""
     if not str(out_dir).strip():
         raise InputError("command line", "--out", "a directory path (got an empty one)")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError("command line", "--out", f"a directory ({out} is a file)")
-    if out.is_dir() and not os.access(out, os.W_OK | os.X_OK):
-        raise InputError("command line", "--out", f"a writable directory ({out} is not)")
+    out = check_out_dir(out_dir)    # a file, a path below a file, not writable: exit 2
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".rnicsim-", dir=out.parent))
     except OSError as e:
-        why = f"{e.filename} is not a directory" if isinstance(e, FileExistsError) \
-            else f"{out}: {e.strerror}"
         raise InputError("command line", "--out",
-                         f"a directory that can be created and written ({why})") from None
+                         f"a directory that can be created and written ({out}: "
+                         f"{e.strerror})") from None
     try:
         t0 = time.perf_counter()
         if progress:
