@@ -294,7 +294,7 @@ class Calendar:
             self.mixed = end
         return first, end
 
-    def _insert(self, a: float, b: float) -> None:
+    def book_piece(self, a: float, b: float) -> None:
         """Add ``[a, b)``, a free gap of the main intervals, as a piece of a transfer that
         is not a packet (packets may overtake it)."""
         if not self.lane_on:

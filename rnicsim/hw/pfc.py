@@ -261,7 +261,7 @@ def reserve_avoiding(cal: Calendar, pause: Calendar, t: float, dur: float,
         cal.book_packet(*pieces[0])     # a single packet: others may not overtake into it
     else:
         for a, b in pieces:
-            cal._insert(a, b)
+            cal.book_piece(a, b)
     cal.busy_ns += dur
     return pieces[0][0], pieces[-1][1]
 
