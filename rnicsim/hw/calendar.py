@@ -98,7 +98,7 @@ class Calendar:
     """Busy intervals of one pipe; :meth:`reserve` books the first gap that fits."""
 
     __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at", "pstarts", "pends",
-                 "lane_on", "mixed")
+                 "lane_on", "mixed", "held")
 
     def __init__(self, env=None) -> None:
         self.starts: list[float] = []
@@ -114,6 +114,10 @@ class Calendar:
         self.lane_on = False
         self.mixed = 0.0        # end of the last booking that is not a lane packet [ns]
         self.busy_ns = 0.0
+        # Transfers whose arrival follows from their booking and that packets may
+        # overtake: [start, end, item] (see hold); an overtaking packet makes each one it
+        # pushes back later (item.late) by its own duration.
+        self.held: list = []
         self.env = env          # the SimPy environment, for pruning (optional)
         # Prune when the interval list grows past this (never without an environment).
         self._prune_at = 64 if env is not None else _INF
@@ -132,7 +136,7 @@ class Calendar:
         """Where :meth:`reserve` would start ``dur`` from ``t`` (books nothing)."""
         return _first_fit(self.starts, self.ends, t, dur)
 
-    def reserve_packet(self, t: float, dur: float, quantum: float) -> float:
+    def reserve_packet(self, t: float, dur: float, quantum: float, src=None) -> float:
         """Book one packet that may slip between the packets of bulk transfers; return its
         start [ns].
 
@@ -145,7 +149,8 @@ class Calendar:
         and, for the part that was booked already, at the end of that busy run (the bulk
         transfer is stretched by a packet for later bookings; arrivals already computed
         stay valid). With an infinite ``quantum`` this is :meth:`reserve` and the packet
-        lane is not used (the one implementation of booking).
+        lane is not used (the one implementation of booking). ``src``: where the packet
+        came from (the upstream pipe), for held transfers (:meth:`hold`).
         """
         ends = self.ends
         n = len(ends)
@@ -210,6 +215,9 @@ class Calendar:
                     if d0 + debt > self.mixed:
                         self.mixed = d0 + debt
                 _insert(self.pstarts, self.pends, s, s + dur)
+                if self.held:
+                    # Everything booked from s to where the debt went now runs dur later.
+                    self._push_back(s, d0 + debt if debt > 0.0 else s + dur, dur, src)
                 return s
         # Insert [cand, end) before index i, merging with touching neighbours.
         if i > 0 and ends[i - 1] >= cand:
@@ -227,6 +235,37 @@ class Calendar:
         elif quantum == _INF and end > self.mixed:
             self.mixed = end
         return cand
+
+    def hold(self, start: float, end: float, item, src=None) -> None:
+        """Track a transfer booked over ``[start, end)`` (not as a packet) whose arrival the
+        caller has computed from that booking: packets that later overtake it push it
+        back, and each adds its duration [ns] to ``item.late`` (a float attribute the
+        caller reads when the transfer arrives). ``src``: the pipe it came from; a packet
+        from the same pipe that overtakes it here overtook it there already (it fills
+        the hole it made upstream), so it does not make it later twice."""
+        held = self.held
+        if len(held) >= 32 and self.env is not None:
+            # Bounded on long runs: transfers that ended before now are never pushed back.
+            now = self.env._now
+            held = self.held = [r for r in held if r[1] > now]
+        held.append([start, end, item, src])
+
+    def _push_back(self, s: float, e: float, dur: float, src) -> None:
+        """A packet of ``dur`` [ns] from ``src`` ran at ``s`` inside a busy run; what was
+        booked in ``[s, e)`` runs ``dur`` later: held transfers overlapping it are ``dur``
+        late, unless they came from ``src`` too (see :meth:`hold`). Transfers that ended
+        before now are forgotten (nothing can overtake them)."""
+        now = self.env._now if self.env is not None else -_INF
+        keep = []
+        for r in self.held:
+            if r[1] <= now:
+                continue
+            if r[1] > s and r[0] < e:
+                r[1] += dur
+                if src is None or r[3] is not src:
+                    r[2].late += dur
+            keep.append(r)
+        self.held = keep
 
     def _lane_start(self) -> None:
         """Start the packet lane before a booking that is not a packet: only packets are
@@ -338,3 +377,5 @@ class Calendar:
         i = bisect_right(self.pends, now)
         if i:
             del self.pstarts[:i], self.pends[:i]
+        if self.held:
+            self.held = [r for r in self.held if r[1] > now]

@@ -68,7 +68,7 @@ def set_rate(l: LinkDir, rate: float) -> None:
 
 
 def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float | None = None,
-             last_pkt: int = 0, prio: int = 3, pkt=None) -> float:
+             last_pkt: int = 0, prio: int = 3, pkt=None, track=None) -> float:
     """Send ``nbytes`` (on-wire size) along ``path`` from time ``t``; return tail arrival [ns].
 
     ``path[0]`` is the sender's egress; every later element is a switch output port.
@@ -76,6 +76,10 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     ``last_pkt`` bytes) at ``tail_ready`` (payload still streaming in over PCIe).
     ``prio`` is the message's priority (RoCE PFC); ``pkt.ecn`` is set when a port marks
     it (ECN). Reserves each direction ahead (no events are scheduled).
+    ``track`` (an object with a float ``late`` [ns]): a multi-packet message whose
+    packets others may overtake on an interleaving direction (a switch port, a NIC egress
+    with per-packet arbitration); each overtaking packet adds its serialisation time to
+    ``track.late``, which the receiver adds to the returned arrival.
     """
     first = path[0]
     ser = nbytes * first.ns_per_byte
@@ -94,6 +98,8 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         # before it (an infinite quantum: reserve_packet is then plain reserve).
         start = first.cal.reserve_packet(t, ser, first.quantum if first.interleave else _INF)
         end = start + ser
+    if track is not None and first.interleave:
+        first.cal.hold(start, end, track)
     contiguous = end - start <= ser * (1 + 1e-12)
     if tail_ready is not None:
         t_last = tail_ready + last_pkt * first.ns_per_byte
@@ -118,8 +124,10 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         else:
             # A switch port interleaves packets: a single packet waits at most one MTU
             # packet behind a bulk message booked as one interval.
-            start = l.cal.reserve_packet(ready, ser, l.quantum)
+            start = l.cal.reserve_packet(ready, ser, l.quantum, prev)
             end = start + ser
+        if track is not None:
+            l.cal.hold(start, end, track, prev)
         pfc = l.pfc
         if pfc is None:
             if start > ready:

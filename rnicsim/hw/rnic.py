@@ -80,7 +80,7 @@ class QpHw:
                  "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
                  "seq", "timeout_ns", "on_error", "ctx_ready", "db_ready", "tx_ready",
                  "arrive_last", "resp_ready", "resp_arrive_last", "waiting", "recv_at",
-                 "prio", "cc")
+                 "prio", "cc", "hold_req", "hold_resp", "shift_req", "shift_resp")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -116,11 +116,18 @@ class QpHw:
         self.waiting = False       # stopped at a CORE-Direct WAIT
         self.prio = 3              # priority (PFC class) of this QP's messages
         self.cc = None             # DCQCN reaction point (RoCE with nic.dcqcn)
+        # When a request of this QP (a response to it) arrived late, by ``shift_*``
+        # [ns], because packets overtook it on the way: until ``hold_*``, when it is
+        # taken, the QP's later requests (responses) are as late (see Rnic._arrived).
+        self.hold_req = 0.0
+        self.hold_resp = 0.0
+        self.shift_req = 0.0
+        self.shift_resp = 0.0
 
 
 class _Msg:
     __slots__ = ("kind", "wr", "qp", "dst_qpn", "npkts", "src", "seq", "data", "old", "wire",
-                 "ecn")
+                 "ecn", "late")
 
     def __init__(self, kind, wr, qp, dst_qpn, npkts, seq) -> None:
         self.kind = kind      # 0 request, 1 response (READ/atomic), 2 ACK
@@ -133,6 +140,7 @@ class _Msg:
         self.old = 0
         self.wire = 0
         self.ecn = False      # a switch port marked it (congestion experienced)
+        self.late = 0.0       # [ns] packets that overtook it after its arrival was booked
 
 
 class Rnic:
@@ -357,7 +365,7 @@ class Rnic:
         pkt = msg if self.dcqcn else None
         if npk > 1:
             arrive = transmit(path, ready, wire, tail, min(length, self.mtu) + self.pkt_ovh,
-                              qp.prio, pkt)
+                              qp.prio, pkt, msg)
         else:
             arrive = transmit(path, ready if ready > tail else tail, wire, None, 0, qp.prio,
                               pkt)
@@ -419,7 +427,38 @@ class Rnic:
             qp.cc.on_cnp(self.sim.env._now)
 
     # ----------------------------------------------------------------- responder
+    def _arrived(self, msg: _Msg, fn) -> bool:
+        """Whether ``msg`` may be taken now; if not, ``fn(msg)`` is called again when it
+        may: after the time packets overtaking it on the way added (``msg.late``); and a
+        later message of the same QP that would arrive before such a late one is as late
+        as that one (it was behind it on the wire; RC keeps them in order)."""
+        now = self.sim.env._now
+        q = msg.qp
+        late = msg.late
+        if late:
+            msg.late = 0.0
+            t = now + late
+            if msg.kind == 0:
+                if t > q.hold_req:
+                    q.hold_req = t
+                    q.shift_req = late
+            elif t > q.hold_resp:
+                q.hold_resp = t
+                q.shift_resp = late
+            self.sim.call_at(t, fn, msg)
+            return False
+        if msg.kind == 0:
+            if q.hold_req > now:
+                self.sim.call_at(now + q.shift_req, fn, msg)
+                return False
+        elif q.hold_resp > now:
+            self.sim.call_at(now + q.shift_resp, fn, msg)
+            return False
+        return True
+
     def _rx_request(self, msg: _Msg) -> None:
+        if (msg.late or msg.qp.hold_req) and not self._arrived(msg, self._rx_request):
+            return
         if not self.up:
             # A dead responder answers nothing: the requester's retries run out.
             req_qp = msg.qp
@@ -611,7 +650,7 @@ class Rnic:
             if tail is not None or npk > 1:
                 tail = t2
         arrive = transmit(path, ready, wire, tail, last_pkt, qp.prio,
-                          resp if self.dcqcn else None)
+                          resp if self.dcqcn else None, resp if last_pkt else None)
         qp.resp_ready = tail if tail is not None and tail > ready else ready
         if arrive < req_qp.resp_arrive_last:
             arrive = req_qp.resp_arrive_last
@@ -642,6 +681,8 @@ class Rnic:
 
     # ----------------------------------------------------------------- completer
     def _rx_response(self, msg: _Msg) -> None:
+        if (msg.late or msg.qp.hold_resp) and not self._arrived(msg, self._rx_response):
+            return
         if not self.up:
             return
         qp = msg.qp

@@ -1,5 +1,7 @@
 """Unloaded verbs against hand-computed timelines (the mechanism, added up by hand)."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rnicsim.hw.link import LinkDir, transmit
 from rnicsim.hw.pcie import Pcie
@@ -312,3 +314,117 @@ def test_libmlx4_locks_a_shared_doorbell_only_for_blueflame():
     assert bf3 > 100 * (h3.wqe_build + h3.mmio) + 50 * h3.uar_lock
     h4 = cx4.host
     assert _post_cpu_on_shared_uar(cx4, False) > 100 * (h4.wqe_build + h4.mmio) + 50 * h4.uar_lock
+
+
+class _Held:
+    """What transmit's ``track`` needs: the time overtaking packets added [ns]."""
+    late = 0.0
+
+
+def test_packets_overtaking_a_bulk_message_make_it_late_by_their_wire_time():
+    """Per-packet arbitration on one 10 Gb/s egress (1000-B packets, 800 ns each): a
+    10,000-B message booked at 0 ends at 8000 ns; two 100-B packets ready at 1000 ns go
+    out after at most one of its packets (at 1800 and 1880 ns, in order), and the message
+    finishes their 160 ns later, at 8160 ns: the wire carried 10,200 B at its rate."""
+    eg = LinkDir("eg", 10e9, 0.0, mtu_bytes=1000)
+    assert eg.interleave
+    bulk = _Held()
+    assert transmit([eg], 0.0, 10_000, None, 1000, track=bulk) == pytest.approx(8000.0)
+    assert transmit([eg], 1000.0, 100) == pytest.approx(1880.0)
+    assert transmit([eg], 1000.0, 100) == pytest.approx(1960.0)
+    assert bulk.late == pytest.approx(160.0)
+    assert eg.cal.busy_ns == pytest.approx(10_200 * 0.8)
+    assert eg.cal.busy_until == pytest.approx(8160.0)
+
+
+def test_an_overtaking_packet_delays_a_bulk_message_once_along_its_path():
+    """Egress then one switch port, both interleaving: a packet that overtook the message
+    at the egress comes through the port in the hole it made there; the message is late
+    by the packet's wire time once, not once per hop. A packet from another ingress that
+    overtakes it at the port makes it later too."""
+    eg, other = LinkDir("eg", 10e9, 0.0, mtu_bytes=1000), LinkDir("other", 10e9, 0.0,
+                                                                   mtu_bytes=1000)
+    port = LinkDir("port", 10e9, 0.0, sw_lat=100.0, mtu_bytes=1000)
+    bulk = _Held()
+    transmit([eg, port], 0.0, 10_000, None, 1000, track=bulk)
+    transmit([eg, port], 1000.0, 100)
+    assert bulk.late == pytest.approx(80.0)
+    transmit([other, port], 3000.0, 100)
+    assert bulk.late == pytest.approx(160.0)
+
+
+def test_a_bulk_write_overtaken_by_packets_arrives_late_and_in_order(monkeypatch):
+    """With per-packet arbitration a 256 KiB WRITE overtaken by eight small WRITEs of
+    another QP (50 B on the wire each, 4 ns at 100 Gb/s) is taken by the responder 32 ns
+    later than alone (once, not once per hop), and a SEND posted right after it on its QP,
+    whose arrival was booked before the overtaking, is still taken after it (RC order)."""
+    from rnicsim.hw.rnic import Rnic
+    p = load_profile("cx4-edr").with_overrides({"nic.tx_arbitration": "packet"})
+    serve = Rnic._serve
+
+    def run(n_small):
+        taken = {}
+
+        def logged(self, qp, msg, svc, now):
+            if msg.kind == 0:
+                taken.setdefault(msg.wr.wr_id, (now, len(taken)))
+            return serve(self, qp, msg, svc, now)
+
+        monkeypatch.setattr(Rnic, "_serve", logged)
+        sim = Simulation(1)
+        cl = Cluster(sim, p, 2, 1)
+        ctx = Context(cl, 0, 0, cl.nodes[0].thread(0))
+        ctx1 = Context(cl, 1, 0, cl.nodes[1].thread(0))
+        cq, rcq = ctx.create_cq(), ctx1.create_cq()
+        qa, qb = ctx.create_qp("RC", cq), ctx.create_qp("RC", cq)
+        ra = ctx1.create_qp("RC", rcq)
+        qa.connect(ra)
+        qb.connect(ctx1.create_qp("RC", ctx1.create_cq()))
+        mr = ctx1.reg_mr(1 << 20)
+        ra.post_recv([WorkRequest(SEND, 64, "r", True, False, ctx1.reg_mr(64), 0)])
+
+        def sender():
+            qa.post_send([WorkRequest(WRITE, 256 << 10, "big", True, False, None, 0,
+                                      mr.rkey, 0),
+                          WorkRequest(SEND, 8, "send", True, True)])
+            yield sim.timeout(2_000)
+            for k in range(n_small):
+                qb.post_send([WorkRequest(WRITE, 8, ("s", k), True, True, None, 0,
+                                          mr.rkey, 4096)])
+
+        sim.process(sender())
+        sim.run()
+        return taken
+
+    alone, busy = run(0), run(8)
+    small_wire = ser(8 + p.link.packet_overhead + 16, p.link.rate)      # + RETH
+    assert small_wire == pytest.approx(4.0)
+    assert busy["big"][0] - alone["big"][0] == pytest.approx(8 * small_wire)
+    assert all(busy[("s", k)] < busy["big"] for k in range(8))
+    assert busy["send"] > busy["big"]          # (time, order taken)
+    assert busy["send"][0] - alone["send"][0] == pytest.approx(8 * small_wire)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n_pkts=st.integers(1, 40), sizes=st.lists(st.integers(64, 1000), min_size=40,
+                                                 max_size=40),
+       times=st.lists(st.floats(0.0, 7000.0), min_size=40, max_size=40))
+def test_a_bulk_message_and_the_packets_overtaking_it_finish_at_their_total_wire_time(
+        n_pkts, sizes, times):
+    """Conservation on one interleaving egress: a 10,000-B message booked at 0 and single
+    packets ready while it is still sending (in time order) keep the wire busy without a
+    gap, so the last of them leaves exactly when all their bytes have been sent at the
+    link's rate: the message (late by the packets that overtook it) when it is the last,
+    else the last packet."""
+    eg = LinkDir("eg", 10e9, 0.0, mtu_bytes=1000)
+    bulk = _Held()
+    end = transmit([eg], 0.0, 10_000, None, 1000, track=bulk)
+    last_pkt = 0.0
+    for t, b in sorted(zip(times[:n_pkts], sizes[:n_pkts])):
+        last_pkt = max(last_pkt, transmit([eg], t, b))
+    total = (10_000 + sum(sizes[:n_pkts])) * eg.ns_per_byte
+    if last_pkt < total - 1e-6:
+        assert end + bulk.late == pytest.approx(total)
+    else:
+        assert last_pkt == pytest.approx(total)
+        assert end + bulk.late < total
