@@ -209,7 +209,12 @@ class Context:
 
         ``chunk`` [B] is how the simulator stores the contents (sparse chunks allocated on
         first write; a power of two): smaller chunks save memory when small records are
-        scattered over a large region. It never affects timing."""
+        scattered over a large region. It never affects timing. ValueError unless
+        ``length`` is a whole number >= 1, ``page_size`` 4 KiB, 2 MiB or 1 GiB and
+        ``chunk`` a power of two >= 8."""
+        if not _is_count(length) or length < 1:
+            raise ValueError(f"reg_mr: length must be a whole number of bytes >= 1, got "
+                             f"{length!r}")
         mr = MemoryRegion(self.node.id, length, page_size, self.cluster.new_key(), name,
                           chunk)
         self.node.memory[mr.rkey] = mr
