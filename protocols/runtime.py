@@ -29,21 +29,43 @@ Only verbs, the clock and this runtime are used (never ``rnicsim.hw``).
 """
 from __future__ import annotations
 
+import inspect
 from collections import deque
+from numbers import Integral, Real
 from typing import Callable, Generator, Sequence
 
 from rnicsim.verbs import RECV, RECV_RDMA_WITH_IMM, Context, QueuePair, WorkCompletion, WorkRequest
 
 
+class _Tag:
+    """The ``wr_id`` :meth:`Worker.post` gives a signaled WR: the post it belongs to and
+    the caller's own ``wr_id``, which the completion gets back."""
+
+    __slots__ = ("rid", "user")
+
+    def __init__(self, rid: int, user: object) -> None:
+        self.rid = rid
+        self.user = user
+
+
 class Worker:
     """One worker thread of a node (see module doc).
 
+    Params: ``node`` [index into ``cluster.nodes``], ``index`` [thread number on that
+    node; it runs on core ``index mod cores``], ``nic`` [NIC index on the node; default
+    ``index mod nics_per_node``], ``context`` (a shared verbs context; default a new one).
     ``worker.thread`` is the CPU thread; ``worker.ctx`` its verbs context; ``worker.cq``
     the completion queue every QP created through :meth:`create_qp` reports to.
     """
 
     def __init__(self, cluster, node: int, index: int, nic: int | None = None,
                  context: Context | None = None) -> None:
+        if isinstance(node, bool) or not isinstance(node, Integral) or \
+                not 0 <= node < len(cluster.nodes):
+            raise ValueError(f"Worker: node must be a node index 0..{len(cluster.nodes) - 1}, "
+                             f"got {node!r}")
+        if isinstance(index, bool) or not isinstance(index, Integral) or index < 0:
+            raise ValueError(f"Worker: index must be a thread number >= 0, got {index!r}")
         self.cluster = cluster
         self.sim = cluster.sim
         self.node = node
@@ -71,8 +93,16 @@ class Worker:
         return self.ctx.create_qp(qtype, self.cq, thread=self.thread)
 
     def spawn(self, fn: Callable[..., Generator], *args):
-        """Start coroutine ``fn(self, *args)``; returns its SimPy process."""
-        return self.sim.process(self._drive(fn(self, *args)))
+        """Start coroutine ``fn(self, *args)``; returns its SimPy process.
+
+        ``fn`` is a generator function (its body yields the events of this worker's
+        calls); TypeError otherwise."""
+        gen = fn(self, *args)
+        if not inspect.isgenerator(gen):
+            raise TypeError(f"spawn: {getattr(fn, '__name__', fn)!r} must be a generator "
+                            f"function (a def whose body yields events), but calling it "
+                            f"returned {type(gen).__name__}")
+        return self.sim.process(self._drive(gen))
 
     def _drive(self, gen: Generator):
         """Run coroutine ``gen`` under the scheduler (module doc): it holds the thread
@@ -137,7 +167,9 @@ class Worker:
         """CPU work of ``ns`` nanoseconds on this worker's thread.
 
         Back-to-back calls of a coroutine are one burst, during which it keeps the thread
-        (see the module doc)."""
+        (see the module doc). ValueError for a negative or non-numeric ``ns``."""
+        if not isinstance(ns, Real) or isinstance(ns, bool) or not ns >= 0:
+            raise ValueError(f"compute: ns must be a CPU time >= 0 [ns], got {ns!r}")
         ev = self.thread.compute(ns)
         self._last_cpu = ev
         return ev
@@ -154,23 +186,39 @@ class Worker:
         """Post ``wrs`` with one doorbell.
 
         With ``wait`` (default), returns an event whose value is the list of completions
-        of the signaled WRs, fired when all of them completed (plus a coroutine switch).
-        Without, returns the posting CPU event (fire and forget; unsignaled WRs).
+        of the signaled WRs (in posting order, each with the ``wr_id`` its WR had), fired
+        when all of them completed, successfully or not (plus a coroutine switch).
+        Without, or when no WR is signaled, returns the posting CPU event (fire and
+        forget). Errors as :meth:`rnicsim.verbs.QueuePair.post_send`.
         """
+        if not isinstance(wrs, (list, tuple)):
+            qp.post_send(wrs)    # raises its TypeError naming what a post takes
         signaled = [wr for wr in wrs if wr.signaled]
         if not wait or not signaled:
             return qp.post_send(wrs)
         ev = self.sim.event()
         self._next_id += 1
         rid = self._next_id
+        saved = [wr.wr_id for wr in signaled]
         for wr in signaled:
-            wr.wr_id = rid
+            # The completion finds its post by the tag and gets the caller's id back; a
+            # re-posted WR still carries its old tag, whose user id is the real one.
+            user = wr.wr_id.user if wr.wr_id.__class__ is _Tag else wr.wr_id
+            wr.wr_id = _Tag(rid, user)
+        try:
+            qp.post_send(wrs)
+        except Exception:
+            for wr, old in zip(signaled, saved):
+                wr.wr_id = old
+            raise
         self._waiting[rid] = [ev, len(signaled), []]
-        qp.post_send(wrs)
         return ev
 
     def post_recv(self, qp: QueuePair, n: int, length: int = 4096) -> None:
-        """Make ``n`` receive buffers of ``length`` bytes available on ``qp``."""
+        """Make ``n`` (>= 0) receive buffers of ``length`` [B] available on ``qp`` (no
+        memory behind them: a received message's bytes or object arrive in ``wc.data``)."""
+        if isinstance(n, bool) or not isinstance(n, Integral) or n < 0:
+            raise ValueError(f"post_recv: n must be a number of buffers >= 0, got {n!r}")
         qp.post_recv([WorkRequest(RECV, length) for _ in range(n)])
 
     def on_recv(self, qp: QueuePair, handler: Callable[[WorkCompletion], None]) -> None:
@@ -192,13 +240,17 @@ class Worker:
                     if h is not None:
                         h(wc)
                     continue
-                w = self._waiting.get(wc.wr_id)
+                tag = wc.wr_id
+                if tag.__class__ is not _Tag:
+                    continue     # posted with qp.post_send directly: not ours to deliver
+                w = self._waiting.get(tag.rid)
                 if w is None:
                     continue
+                wc.wr_id = tag.user
                 w[2].append(wc)
                 w[1] -= 1
                 if w[1] == 0:
-                    del self._waiting[wc.wr_id]
+                    del self._waiting[tag.rid]
                     end = self.thread.reserve(sim.env._now, self.switch_ns)
                     ev = w[0]
                     ev._ok = True

@@ -6,6 +6,8 @@ Software reaches the hardware only through :mod:`rnicsim.verbs`.
 """
 from __future__ import annotations
 
+from numbers import Integral
+
 from .fabric import Fabric
 from .hw.host import Core, CpuThread
 from .hw.rnic import Rnic
@@ -40,15 +42,27 @@ class Cluster:
 
     Params: ``sim`` the :class:`~rnicsim.sim.Simulation`; ``profile`` a loaded
     :class:`~rnicsim.profile.Profile`; ``nodes`` [count, >= 1]; ``nics_per_node``
-    [count, >= 1]; ``cores`` per node [count] (default: the profile's ``host.cores``);
+    [count, >= 1]; ``cores`` per node [count, >= 1] (default: the profile's ``host.cores``);
     ``topology`` a scenario topology dict (default ``{"kind": "single_switch"}``).
     ``cluster.nodes[i]`` is node i (``.thread(j)`` its software thread j), ``cluster.nics``
     every RNIC in node order, ``cluster.fabric`` the links and switches. Raises
-    ValueError for fewer than one node or one NIC per node.
+    ValueError for fewer than one node, NIC or core per node; TypeError for a profile that
+    is not a :class:`~rnicsim.profile.Profile` (e.g. a profile name) or a count that is not
+    a whole number.
     """
 
     def __init__(self, sim, profile, nodes: int, nics_per_node: int = 1,
                  cores: int | None = None, topology: dict | None = None) -> None:
+        from .profile import Profile
+        if not isinstance(profile, Profile):
+            raise TypeError(f"Cluster: profile must be a Profile (rnicsim.profile.load_profile"
+                            f"(name)), got {type(profile).__name__} {profile!r}")
+        for name, v in (("nodes", nodes), ("nics_per_node", nics_per_node)):
+            if isinstance(v, bool) or not isinstance(v, Integral):
+                raise TypeError(f"Cluster: {name} must be a whole number, got {v!r}")
+        if cores is not None and (isinstance(cores, bool) or not isinstance(cores, Integral)
+                                  or cores < 1):
+            raise ValueError(f"Cluster: cores must be a whole number >= 1, got {cores!r}")
         if nodes < 1 or nics_per_node < 1:
             raise ValueError("a cluster needs at least one node with one NIC")
         self.sim = sim
@@ -87,6 +101,12 @@ class Cluster:
         return hits + misses, misses
 
     def fail_node(self, node: int) -> None:
-        """Node ``node`` crashes: its NICs stop; RC peers break after their retry timeout."""
+        """Node ``node`` crashes: its NICs stop; RC peers break after their retry timeout.
+
+        ValueError when ``node`` is not a node index of this cluster."""
+        if isinstance(node, bool) or not isinstance(node, Integral) or \
+                not 0 <= node < len(self.nodes):
+            raise ValueError(f"fail_node: node must be a node index 0..{len(self.nodes) - 1}, "
+                             f"got {node!r}")
         for nic in self.nodes[node].nics:
             nic.fail()

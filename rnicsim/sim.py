@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import gc
 import hashlib
+from numbers import Integral
 from contextlib import contextmanager
 from array import array
 from heapq import heappop, heappush
@@ -176,6 +177,8 @@ class Simulation:
     """
 
     def __init__(self, seed: int = 1) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, Integral):
+            raise TypeError(f"Simulation: seed must be a whole number, got {seed!r}")
         self.env = simpy.Environment()
         self.seed = int(seed)
         self._rngs: dict[str, np.random.Generator] = {}
@@ -221,7 +224,11 @@ class Simulation:
         return g
 
     def measure(self, warmup_ns: float, window_ns: float) -> None:
-        """Collect statistics only during [warmup, warmup + window) [ns]."""
+        """Collect statistics only during [warmup, warmup + window) [ns] (absolute times;
+        ValueError for a negative or NaN warm-up or window)."""
+        if not warmup_ns >= 0 or not window_ns >= 0:
+            raise ValueError(f"measure: warmup_ns and window_ns must be >= 0 [ns], got "
+                             f"{warmup_ns!r} and {window_ns!r}")
         self.window = (warmup_ns, warmup_ns + window_ns)
         if warmup_ns <= self.now:
             self.measuring = True

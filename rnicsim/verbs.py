@@ -28,6 +28,7 @@ another thread costs ``uar_lock`` (the lock's cache line moves between cores). W
 """
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Sequence
 
 from .hw.calendar import Calendar
@@ -64,6 +65,43 @@ def wqe_bytes(qtype: str, wr: WorkRequest) -> int:
     return -(-n // 64) * 64
 
 
+def _is_count(x) -> bool:
+    """True for a whole number (Python or numpy integer), False for bool, float, str."""
+    return x.__class__ is int or (isinstance(x, Integral) and not isinstance(x, bool))
+
+
+def _wr_list(wrs, call: str) -> None:
+    """Reject anything but a list (or tuple) of WorkRequests, naming ``call``."""
+    if wrs.__class__ is not list and not isinstance(wrs, (list, tuple)):
+        raise TypeError(f"{call} takes a list of WorkRequests (one list = one doorbell), "
+                        f"got {type(wrs).__name__}")
+    for wr in wrs:
+        if wr.__class__ is not WorkRequest:
+            raise TypeError(f"{call}: every element must be a WorkRequest, got "
+                            f"{type(wr).__name__}")
+
+
+def _check_local(wr: WorkRequest, n: int, node: int, what: str) -> None:
+    """``wr.local[local_offset, +n)`` is a registered region of this node: the NIC would
+    fail the request with a local protection error otherwise."""
+    mr = wr.local
+    if not isinstance(mr, MemoryRegion):
+        raise TypeError(f"{what}: local must be a MemoryRegion (from reg_mr) or None, got "
+                        f"{type(mr).__name__}")
+    if mr.node != node:
+        raise ValueError(f"{what}: local region (lkey {mr.lkey}) is registered on node "
+                         f"{mr.node}, not on this QP's node {node}")
+    off = wr.local_offset
+    if not _is_count(off) or not mr.check(off, n):
+        raise ValueError(f"{what}: local bytes [{off!r}, +{n}) lie outside the local region "
+                         f"of {mr.length} B")
+
+
+def _bad_length(wr: WorkRequest, what: str) -> ValueError:
+    return ValueError(f"{what}: length must be a whole number of bytes >= 0, got "
+                      f"{wr.length!r}")
+
+
 class _Uar:
     """A doorbell register of a context; shared ones serialise posts behind a lock.
 
@@ -87,6 +125,13 @@ class Context:
     """
 
     def __init__(self, cluster, node: int, nic: int = 0, thread: Thread | None = None) -> None:
+        if not _is_count(node) or not 0 <= node < len(cluster.nodes):
+            raise ValueError(f"Context: node must be a node index 0..{len(cluster.nodes) - 1}, "
+                             f"got {node!r}")
+        nics = cluster.nodes[node].nics
+        if not _is_count(nic) or not 0 <= nic < len(nics):
+            raise ValueError(f"Context: nic must be a NIC index 0..{len(nics) - 1} of node "
+                             f"{node}, got {nic!r}")
         self.cluster = cluster
         self.sim = cluster.sim
         self.node = cluster.nodes[node]
@@ -164,7 +209,12 @@ class Context:
 
         ``chunk`` [B] is how the simulator stores the contents (sparse chunks allocated on
         first write; a power of two): smaller chunks save memory when small records are
-        scattered over a large region. It never affects timing."""
+        scattered over a large region. It never affects timing. ValueError unless
+        ``length`` is a whole number >= 1, ``page_size`` 4 KiB, 2 MiB or 1 GiB and
+        ``chunk`` a power of two >= 8."""
+        if not _is_count(length) or length < 1:
+            raise ValueError(f"reg_mr: length must be a whole number of bytes >= 1, got "
+                             f"{length!r}")
         mr = MemoryRegion(self.node.id, length, page_size, self.cluster.new_key(), name,
                           chunk)
         self.node.memory[mr.rkey] = mr
@@ -268,9 +318,19 @@ class QueuePair:
         return wr
 
     def connect(self, remote: "QueuePair") -> None:
-        """Connect this RC/UC QP to ``remote`` (and ``remote`` back to this one)."""
+        """Connect this RC/UC QP to ``remote`` (and ``remote`` back to this one).
+
+        A QP is connected once (RESET -> RTR -> RTS): connecting it again to the same
+        peer does nothing, to another one raises ValueError."""
+        if not isinstance(remote, QueuePair):
+            raise TypeError(f"connect() takes a QueuePair, got {type(remote).__name__}")
         if self.type == UD or remote.type != self.type:
             raise ValueError("connect() joins two RC or two UC queue pairs")
+        for a, b in ((self, remote), (remote, self)):
+            peer = a._hw.peer
+            if peer is not None and peer != b.address:
+                raise ValueError(f"connect(): {a.type} QP {a.address} is already connected "
+                                 f"to {peer}; create a new QP for another peer")
         self._hw.peer = remote.address
         remote._hw.peer = self.address
 
@@ -281,30 +341,69 @@ class QueuePair:
         CPU work is still booked on the thread's core, so anything the thread does next
         queues behind it (cheaper for loops that do not need to wait for the post).
 
-        Raises ValueError for requests the hardware would reject at post time (UD payload
-        above the MTU, inline above ``max_inline``, verbs the transport lacks).
+        Raises TypeError when ``wrs`` is not a list of :class:`WorkRequest`, and ValueError
+        for requests the hardware would reject (UD payload above the MTU, inline above
+        ``max_inline``, verbs the transport lacks, an RC/UC QP not yet connected, a UD
+        ``dest`` that names no NIC, an atomic that is not 8 bytes at an 8-byte aligned
+        ``remote_offset``, a negative or fractional ``length`` [B], a ``local`` region of
+        another node or too small for ``local_offset + length``, bytes ``data`` longer
+        than ``length``). Remote errors (unknown ``rkey``, remote range outside the
+        region) are found by the responder: the WR completes with ``REM_ACCESS_ERR`` and
+        the QP goes to ``ERR``.
         """
+        _wr_list(wrs, "post_send")
         if not wrs:
             raise ValueError("post_send needs at least one work request")
         nic = self.ctx._nic
         qt = self._hw.type
+        if qt != UD and self._hw.peer is None:
+            raise ValueError(f"post_send on {qt} QP {self._hw.qpn}: not connected; call "
+                             "connect(remote_qp) first")
         for wr in wrs:
             op = wr.opcode
-            if op == RECV:
-                raise ValueError("RECV work requests go to post_recv")
+            if op.__class__ is not int or not (SEND <= op <= FAA or op == WAIT):
+                raise ValueError(
+                    f"post_send: opcode must be SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, "
+                    f"READ, CAS, FAA or WAIT (constants of rnicsim.verbs), got "
+                    + (f"{OPCODE_NAMES[op]} (RECV work requests go to post_recv)"
+                       if op.__class__ is int and 0 <= op < len(OPCODE_NAMES) else repr(op)))
             if op == WAIT:
                 if not isinstance(wr.wait_cq, CompletionQueue):
                     raise ValueError("a WAIT work request needs wait_cq (a CompletionQueue)")
                 continue
-            if qt == UD and (op not in (SEND, SEND_WITH_IMM) or wr.dest is None):
-                raise ValueError("UD supports SEND/SEND_WITH_IMM with a dest address only")
-            if qt == UD and wr.length > nic.mtu:
-                raise ValueError(f"UD message of {wr.length} B exceeds the MTU {nic.mtu} B")
-            if qt == UC and op >= READ:
+            n = wr.length
+            if n.__class__ is not int and not _is_count(n) or n < 0:
+                raise _bad_length(wr, f"post_send {OPCODE_NAMES[op]}")
+            if qt == UD:
+                if op > SEND_WITH_IMM or wr.dest is None:
+                    raise ValueError("UD supports SEND/SEND_WITH_IMM with a dest address only")
+                d = wr.dest
+                if (not isinstance(d, (tuple, list)) or len(d) != 2
+                        or not _is_count(d[0]) or not 0 <= d[0] < len(self.ctx.cluster.nics)):
+                    raise ValueError(f"post_send: dest must be a (nic_id, qpn) address such "
+                                     f"as a UD QP's .address, got {d!r}")
+                if n > nic.mtu:
+                    raise ValueError(f"UD message of {n} B exceeds the MTU {nic.mtu} B")
+            elif qt == UC and op >= READ:
                 raise ValueError("UC supports SEND and WRITE only")
-            if wr.inline and wr.length > nic.p.max_inline:
-                raise ValueError(f"inline payload {wr.length} B exceeds max_inline "
+            if op >= CAS:
+                if n != 8:
+                    raise ValueError(f"post_send {OPCODE_NAMES[op]}: atomics operate on "
+                                     f"8 bytes; length must be 8, got {n}")
+                if wr.remote_offset % 8:
+                    raise ValueError(f"post_send {OPCODE_NAMES[op]}: remote_offset must be "
+                                     f"8-byte aligned, got {wr.remote_offset}")
+            if wr.inline and n > nic.p.max_inline:
+                raise ValueError(f"inline payload {n} B exceeds max_inline "
                                  f"{nic.p.max_inline} B")
+            if wr.local is not None:
+                _check_local(wr, 8 if op >= CAS else n, self.ctx.node.id,
+                             f"post_send {OPCODE_NAMES[op]}")
+            d = wr.data
+            if d is not None and op <= WRITE_WITH_IMM and \
+                    isinstance(d, (bytes, bytearray, memoryview)) and len(d) > n:
+                raise ValueError(f"post_send {OPCODE_NAMES[op]}: data holds {len(d)} B, more "
+                                 f"than length {n} B")
         sim = self.sim
         now = sim.env._now
         h = self.ctx.host
@@ -357,12 +456,23 @@ class QueuePair:
         ``event=False``).
 
         A receive doorbell is a record in host memory (no MMIO), so it costs only the WQE
-        build.
+        build. Each WR is a ``WorkRequest(RECV, length)`` (``length`` [B] >= 0, optional
+        ``local`` region of this node and ``local_offset`` where the payload lands; the
+        opcode is set to RECV whatever it was); TypeError/ValueError otherwise. The NIC does not check that a SEND fits the
+        buffer: size buffers for the largest message (UD: plus the 40-B GRH).
         """
+        _wr_list(wrs, "post_recv")
+        node = self.ctx.node.id
+        for wr in wrs:
+            n = wr.length
+            if n.__class__ is not int and not _is_count(n) or n < 0:
+                raise _bad_length(wr, "post_recv")
+            if wr.local is not None:
+                _check_local(wr, n, node, "post_recv")
         now = self.sim.env._now
         t = self.thread.reserve(now, len(wrs) * self.ctx.host.wqe_build)
         for wr in wrs:
-            wr.opcode = RECV
+            wr.opcode = RECV     # an ibv_recv_wr has no opcode: whatever was given is moot
         self.ctx._nic.post_recv(self._hw, list(wrs))
         return self.sim.env.timeout(t - now) if event else None
 

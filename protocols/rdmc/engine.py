@@ -87,6 +87,7 @@ Usage::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from numbers import Integral
 from typing import Callable, Iterable, Sequence
 
 from rnicsim.verbs import (RECV, RECV_RDMA_WITH_IMM, SUCCESS, WRITE, WRITE_WITH_IMM,
@@ -821,6 +822,10 @@ class Group:
         members = list(members)
         if len(members) < 2 or len(set(members)) != len(members):
             raise ValueError("a group needs at least two distinct member nodes")
+        nodes = len(engine.cluster.nodes)
+        for m in members:
+            if isinstance(m, bool) or not isinstance(m, Integral) or not 0 <= m < nodes:
+                raise ValueError(f"members: node ids 0..{nodes - 1} of the cluster, got {m!r}")
         if block_size < 1:
             raise ValueError("block_size must be >= 1 byte")
         self.engine = engine
@@ -1042,7 +1047,8 @@ class Rdmc:
                      on_failure: Callable | None = None) -> Group:
         """Create a group over ``members`` (node ids; the first is the root) that sends
         messages of at most ``max_message`` [B] in blocks of ``block_size`` [B] along
-        ``algorithm``'s schedule. Raises ValueError for an unknown algorithm."""
+        ``algorithm``'s schedule. Raises ValueError for an unknown algorithm, fewer than two
+        distinct members or a member that is not a node of the cluster."""
         if algorithm not in S.ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}: one of {', '.join(S.ALGORITHMS)}")
         g = Group(self, len(self.groups), members, block_size, algorithm, rack_size,

@@ -46,7 +46,7 @@ edges, which is what turns the classic lost update into an rw 2-cycle. All findi
 are kept in :attr:`CheckResult.problems` (ten messages per kind).
 
 *Malformed* input is different: a missing or wrong-typed field, an unknown field, a
-negative version, a write of version 0, the same (key, version) twice in one
+field repeated in one line, a negative version, a write of version 0, the same (key, version) twice in one
 transaction's writes, or a committed id used twice. The recorder raises ``ValueError``;
 the file reader raises :class:`~rnicsim.errors.InputError` naming ``file:line`` and the
 key path (``reads[2][1]``).
@@ -237,6 +237,29 @@ def _norm_id(value: Any) -> _TxnId:
     raise _Bad("id", f"a transaction id: a string or an integer, got {_show(value)}")
 
 
+def _as_list(ops: Any, name: str) -> Any:
+    """``ops`` as a list when it is an iterable of pairs (a generator, say); anything
+    else is left for :meth:`History._append` to reject with its key path."""
+    if type(ops) is list or type(ops) is tuple or isinstance(ops, (str, bytes, dict)):
+        return ops
+    try:
+        return list(ops)
+    except TypeError:
+        raise _Bad(name, f"a list of [key, version] pairs, got {_show(ops)}") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """JSON object hook: a key given twice in one line is malformed, not last-one-wins."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for k, _v in pairs:
+            if k in seen:
+                raise _Bad(k, "a key given once per line (it is repeated)")
+            seen.add(k)
+    return obj
+
+
 class History:
     """A recorder of committed (and counted aborted) transactions, and its checker.
 
@@ -265,7 +288,7 @@ class History:
         A rejected record leaves the history unchanged.
         """
         try:
-            self._commit(txn_id, list(reads), list(writes))
+            self._commit(txn_id, _as_list(reads, "reads"), _as_list(writes, "writes"))
         except _Bad as e:
             raise ValueError(f"History.commit({txn_id!r}): {e}") from None
 
@@ -395,7 +418,12 @@ class History:
 
     @classmethod
     def from_lines(cls, lines: Iterable[str | bytes], source: str) -> "History":
-        """Parse JSON lines (str or UTF-8 bytes); ``source`` names them in errors."""
+        """Parse JSON lines (str or UTF-8 bytes); ``source`` names them in errors.
+
+        ``lines`` is an iterable of lines (a list, an open file) or one whole text (a str
+        or bytes), which is split into lines."""
+        if isinstance(lines, (str, bytes)):
+            lines = lines.splitlines()
         enabled = gc.isenabled()
         gc.disable()  # millions of acyclic containers: the collector would only slow us
         try:
@@ -408,7 +436,7 @@ class History:
     def _parse(cls, lines: Iterable[str | bytes], source: str) -> "History":
         hist = cls()
         first_line: dict[_TxnId, int] = {}
-        loads = json.loads
+        loads = json.JSONDecoder(object_pairs_hook=_unique_keys).decode
         for lineno, raw in enumerate(lines, 1):
             if isinstance(raw, bytes):
                 try:
@@ -420,6 +448,8 @@ class History:
                 continue
             try:
                 obj = loads(raw)
+            except _Bad as e:
+                raise InputError(f"{source}:{lineno}", e.path, e.expected) from None
             except (ValueError, RecursionError) as e:
                 raise InputError(f"{source}:{lineno}", "",
                                  f"one JSON object per line ({e})") from None

@@ -9,6 +9,7 @@ import pytest
 
 from protocols.txn.history import Edge, History, format_edge
 from rnicsim.cli import main as cli
+from rnicsim.errors import InputError
 
 
 def hist(*txns, aborted=()):
@@ -347,3 +348,34 @@ def test_cli_bad_arguments_exit_2(argv, message, capsys):
     """Wrong argument counts and unknown options are input errors."""
     assert cli(["check-history", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+# -- Python API mistakes ------------------------------------------------------------------
+
+def test_commit_with_reads_none_names_the_field():
+    """reads=None is a ValueError naming ``reads``, not a bare 'NoneType is not iterable'."""
+    with pytest.raises(ValueError, match=r"History.commit\(1\): reads: a list of \[key, "
+                                         r"version\] pairs, got null"):
+        History().commit(1, None, [])
+
+
+def test_from_lines_accepts_one_whole_text():
+    """A str (or bytes) holding the whole JSON-lines text is split into lines rather than
+    read character by character."""
+    text = ('{"id": 1, "reads": [["x", 0]], "writes": [["x", 1]]}\n'
+            '{"id": 2, "reads": [["x", 0]], "writes": [["x", 1]]}\n')
+    for lines in (text, text.encode()):
+        res = History.from_lines(lines, "h.jsonl").check()
+        assert (len(History.from_lines(lines, "h.jsonl")), res.kind) == (2, "lost-update")
+
+
+def test_a_field_repeated_in_one_line_is_malformed(tmp_path, capsys):
+    """{"id": 1, "id": 2, ...} is rejected naming the line and field (exit 2), not read
+    as transaction 2."""
+    path = write_lines(tmp_path / "h.jsonl",
+                       '{"id": 1, "reads": [], "writes": [["x", 1]]}',
+                       '{"id": 1, "id": 2, "reads": [], "writes": [["x", 2]]}')
+    with pytest.raises(InputError, match=r"h.jsonl:2: id: a key given once per line"):
+        History.from_jsonl(path)
+    assert cli(["check-history", path]) == 2
+    assert "h.jsonl:2: id: a key given once per line" in capsys.readouterr().err

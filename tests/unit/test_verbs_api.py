@@ -1,0 +1,157 @@
+"""rnicsim.verbs and protocols.runtime used by hand: plain user mistakes get a clear
+TypeError/ValueError at the call, never a traceback from inside the hardware model, and
+nothing a user passes is silently rewritten or ignored."""
+from __future__ import annotations
+
+import pytest
+
+from protocols.runtime import Worker
+from rnicsim.cluster import Cluster
+from rnicsim.sim import Simulation
+from rnicsim.verbs import CAS, FAA, READ, RECV, SEND, WRITE, Context, WorkRequest
+
+
+def _pair(cx4):
+    """(sim, cluster, worker on node 0, worker on node 1, connected RC QPs a-b,
+    a 4 KiB region on node 1)."""
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 2, 1)
+    w0, w1 = Worker(cl, 0, 0), Worker(cl, 1, 0)
+    a, b = w0.create_qp("RC"), w1.create_qp("RC")
+    a.connect(b)
+    return sim, cl, w0, w1, a, b, w1.ctx.reg_mr(4096, 4096)
+
+
+@pytest.mark.parametrize("wr, match", [
+    (dict(opcode=READ, length=-64), "length must be a whole number of bytes >= 0, got -64"),
+    (dict(opcode=READ, length=64.5), "length must be .* got 64.5"),
+    (dict(opcode=READ, length="64"), "length must be .* got '64'"),
+    (dict(opcode="READ", length=64), "opcode must be SEND, .* got 'READ'"),
+    (dict(opcode=99, length=64), "opcode must be .* got 99"),
+    (dict(opcode=RECV, length=64), "got RECV .*post_recv"),
+    (dict(opcode=CAS, length=64), "CAS: atomics operate on 8 bytes; length must be 8, got 64"),
+    (dict(opcode=FAA, length=8, remote_offset=3), "FAA: remote_offset must be 8-byte aligned"),
+    (dict(opcode=WRITE, length=4, data=b"12345678"), "data holds 8 B, more than length 4 B"),
+])
+def test_post_send_rejects_a_malformed_work_request_at_the_call(cx4, wr, match):
+    """Negative, fractional or non-numeric lengths, unknown opcodes, atomics that are not
+    8 aligned bytes and data longer than the length raise ValueError when posted."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    with pytest.raises(ValueError, match=match):
+        a.post_send([WorkRequest(rkey=mr.rkey, **wr)])
+
+
+def test_post_send_takes_a_list_of_work_requests(cx4):
+    """A bare WorkRequest (or a list of something else) is a TypeError naming the call."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    with pytest.raises(TypeError, match="post_send takes a list of WorkRequests"):
+        a.post_send(WorkRequest(READ, 8, rkey=mr.rkey))
+    with pytest.raises(TypeError, match="every element must be a WorkRequest, got tuple"):
+        a.post_send([(READ, 8)])
+    with pytest.raises(TypeError, match="post_send takes a list of WorkRequests"):
+        w0.post(a, WorkRequest(READ, 8, rkey=mr.rkey))
+
+
+def test_posting_on_an_unconnected_rc_qp_says_connect_first(cx4):
+    """An RC QP that was never connected cannot send: ValueError, not a TypeError from the
+    NIC model when it looks up the peer."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    lone = w0.create_qp("RC")
+    with pytest.raises(ValueError, match="not connected; call connect"):
+        lone.post_send([WorkRequest(READ, 8, rkey=mr.rkey)])
+
+
+def test_ud_dest_must_name_a_nic_of_the_cluster(cx4):
+    """A UD destination that is not a (nic_id, qpn) pair of this cluster is a ValueError."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    u = w0.create_qp("UD")
+    for dest in [(7, 1), 5, (0,)]:
+        with pytest.raises(ValueError, match="dest must be a \\(nic_id, qpn\\) address"):
+            u.post_send([WorkRequest(SEND, 8, dest=dest)])
+
+
+def test_local_region_must_be_of_this_node_and_hold_the_bytes(cx4):
+    """The local buffer of a WR must be registered on the posting node and contain
+    [local_offset, local_offset + length); otherwise the NIC would write outside it."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    mine = w0.ctx.reg_mr(4096, 4096)
+    with pytest.raises(ValueError, match="registered on node 1, not on this QP's node 0"):
+        a.post_send([WorkRequest(READ, 64, rkey=mr.rkey, local=mr)])
+    with pytest.raises(ValueError, match="local bytes \\[4090, \\+64\\) lie outside"):
+        a.post_send([WorkRequest(READ, 64, rkey=mr.rkey, local=mine, local_offset=4090)])
+    with pytest.raises(TypeError, match="local must be a MemoryRegion"):
+        a.post_send([WorkRequest(READ, 64, rkey=mr.rkey, local=b"buffer")])
+    with pytest.raises(ValueError, match="post_recv: local bytes"):
+        a.post_recv([WorkRequest(RECV, 64, local=mine, local_offset=4090)])
+
+
+def test_post_recv_rejects_negative_lengths_and_counts(cx4):
+    """Receive buffers of negative size, a negative buffer count or a bare WorkRequest
+    are refused at the call."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    with pytest.raises(ValueError, match="post_recv: length must be .* got -1"):
+        a.post_recv([WorkRequest(RECV, -1)])
+    with pytest.raises(ValueError, match="n must be a number of buffers >= 0, got -1"):
+        w0.post_recv(a, -1)
+    with pytest.raises(TypeError, match="post_recv takes a list"):
+        a.post_recv(WorkRequest(RECV, 64))
+
+
+def test_connect_refuses_a_second_peer(cx4):
+    """Reconnecting a connected QP to another QP would leave the first peer pointing at
+    it; it raises, while repeating the same connection is harmless."""
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 3, 1)
+    w = [Worker(cl, n, 0) for n in range(3)]
+    a, b, c = (x.create_qp("RC") for x in w)
+    a.connect(b)
+    b.connect(a)
+    with pytest.raises(ValueError, match="already connected to"):
+        a.connect(c)
+    with pytest.raises(TypeError, match="connect\\(\\) takes a QueuePair"):
+        a.connect(c.address)
+
+
+def test_node_and_nic_indices_are_checked(cx4):
+    """Out-of-range nodes or NICs name the valid range instead of an IndexError."""
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 2, 1)
+    with pytest.raises(ValueError, match="node must be a node index 0..1, got 5"):
+        Worker(cl, 5, 0)
+    with pytest.raises(ValueError, match="nic must be a NIC index 0..0 of node 0, got 3"):
+        Context(cl, 0, 3)
+    with pytest.raises(ValueError, match="node must be a node index 0..1, got 2"):
+        Context(cl, 2, 0)
+
+
+def test_spawn_and_compute_reject_plain_mistakes(cx4):
+    """spawn needs a generator function; compute a CPU time >= 0 [ns]."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+
+    def not_a_coroutine(w):
+        return 1
+
+    with pytest.raises(TypeError, match="must be a generator function"):
+        w0.spawn(not_a_coroutine)
+    with pytest.raises(ValueError, match="compute: ns must be a CPU time >= 0 \\[ns\\], got -5"):
+        w0.compute(-5)
+
+
+def test_worker_post_returns_completions_with_the_callers_wr_id(cx4):
+    """Worker.post hands back each completion with the wr_id its WR was posted with, and a
+    WR posted directly with qp.post_send whose wr_id equals the worker's internal
+    counter is not mistaken for one of the worker's posts."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    out = {}
+
+    def co(w):
+        # An unrelated signaled WR with wr_id 1 on the same CQ (the worker's first post
+        # id used to be 1): it must not complete the worker's post early.
+        a.post_send([WorkRequest(READ, 8, wr_id=1, rkey=mr.rkey)], event=False)
+        wcs = yield w.post(a, [WorkRequest(READ, 8, wr_id="x", rkey=mr.rkey),
+                               WorkRequest(WRITE, 8, wr_id=("y", 2), rkey=mr.rkey)])
+        out["ids"] = [wc.wr_id for wc in wcs]
+
+    w0.spawn(co)
+    sim.run(until=100_000)
+    assert out["ids"] == ["x", ("y", 2)]
