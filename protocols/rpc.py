@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rnicsim.sim import long_lived_heap
-from rnicsim.verbs import (RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, WRITE_WITH_IMM, Context,
+from rnicsim.verbs import (RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, UD_GRH, WRITE_WITH_IMM, Context,
                            WorkRequest)
 
 from .runtime import Worker
@@ -386,7 +386,9 @@ class Mesh:
         self.threads = threads
         n = len(cluster.nodes)
         self.nodes = n
-        self.recv_wr = WorkRequest(RECV, 4096)
+        # Receive buffers hold a whole message (up to 4 KiB: one UD packet at the largest
+        # MTU; RC messages of this layer are as small) plus the GRH space of a UD buffer.
+        self.recv_wr = WorkRequest(RECV, 4096 + UD_GRH)
         self.endpoints: dict[tuple[int, int], Endpoint] = {}
         self.by_address: dict[tuple[int, int], tuple[int, int]] = {}
         self.qp_owner: dict[tuple[int, int], tuple[int, int]] = {}

@@ -43,8 +43,8 @@ import numpy as np
 
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation
-from rnicsim.verbs import (CAS, FAA, READ, RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM,
-                           Context, WorkRequest)
+from rnicsim.verbs import (CAS, FAA, READ, RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, UD_GRH, WRITE,
+                           WRITE_WITH_IMM, Context, WorkRequest)
 
 VERBS = ("read", "write", "cas", "faa", "send", "rpc")
 _OP = {"read": READ, "write": WRITE, "cas": CAS, "faa": FAA}
@@ -198,8 +198,12 @@ class Microbench:
                             self._post_recvs(b, 2 * in_flight)
                             rs.rpc_qps.setdefault((node, "srv"), []).append(b)
 
+    def _recv_len(self, qp) -> int:
+        """Receive buffer [B] for this point's messages on ``qp`` (UD: plus the GRH space)."""
+        return self.spec.payload + (UD_GRH if qp.type == "UD" else 0)
+
     def _post_recvs(self, qp, n: int) -> None:
-        qp.post_recv([WorkRequest(RECV, self.spec.payload) for _ in range(n)])
+        qp.post_recv([WorkRequest(RECV, self._recv_len(qp)) for _ in range(n)])
 
     # ------------------------------------------------------------------ run
     def start(self) -> None:
@@ -410,7 +414,8 @@ class Microbench:
             for qpn, n in list(consumed.items()):
                 if n >= repost_at:
                     qp = self._qp_by_num(ts, qpn)
-                    qp.post_recv([WorkRequest(RECV, sp.payload) for _ in range(n)], event=False)
+                    qp.post_recv([WorkRequest(RECV, self._recv_len(qp)) for _ in range(n)],
+                                 event=False)
                     consumed[qpn] = 0
 
     def _qp_by_num(self, ts: _ThreadState, qpn: int):

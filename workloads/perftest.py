@@ -39,7 +39,7 @@ from rnicsim.cluster import Cluster
 from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import load_profile
 from rnicsim.sim import Simulation
-from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND, WRITE, Context, WorkRequest)
+from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND, UD_GRH, WRITE, Context, WorkRequest)
 
 TOOLS = ("ib_read_lat", "ib_write_lat", "ib_send_lat", "ib_atomic_lat",
          "ib_read_bw", "ib_write_bw", "ib_send_bw", "ib_atomic_bw")
@@ -244,8 +244,9 @@ def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]
         # Each side waits for the peer's SEND on its receive queue, then sends back.
         me = q0 if side == 0 else q1
         peer_addr = (q1 if side == 0 else q0).address
+        rsize = recv_size(a.conn, size)
         cq = p.cq[side]
-        me.post_recv([WorkRequest(RECV, size) for _ in range(2)])
+        me.post_recv([WorkRequest(RECV, rsize) for _ in range(2)])
 
         def recv():
             while True:
@@ -255,7 +256,7 @@ def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]
         for _ in range(iters):
             if side == 1:
                 yield from recv()
-                me.post_recv([WorkRequest(RECV, size)])
+                me.post_recv([WorkRequest(RECV, rsize)])
             t = sim.now
             wr = WorkRequest(SEND, size, None, False, inline)
             if a.conn == "UD":
@@ -263,7 +264,7 @@ def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]
             yield me.post_send([wr])
             if side == 0:
                 yield from recv()
-                me.post_recv([WorkRequest(RECV, size)])
+                me.post_recv([WorkRequest(RECV, rsize)])
                 samples.append((sim.now - t) / 2e3)
 
     if tool in ("ib_read_lat", "ib_atomic_lat") or (tool == "ib_write_lat" and a.post_to_cqe):
@@ -276,6 +277,12 @@ def run_lat(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]
         sim.process(send_pingpong(1))
     sim.run()
     return _lat_stats(samples)
+
+
+def recv_size(conn: str, size: int) -> int:
+    """Receive buffer [B] for ``size``-B messages: UD buffers also hold the 40-B GRH
+    space the verbs API reserves (perftest's ``SIZE()``: ``size + UD_ADDITION``)."""
+    return size + UD_GRH if conn == "UD" else size
 
 
 def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
@@ -294,9 +301,10 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
     marks: list[tuple[float, int]] = []
     done = [0]
     total = iters * a.qps
+    rsize = recv_size(a.conn, size)
     if op == SEND:
         for _q0, q1 in p.qps:
-            q1.post_recv([WorkRequest(RECV, size) for _ in range(min(iters, 4096))])
+            q1.post_recv([WorkRequest(RECV, rsize) for _ in range(min(iters, 4096))])
 
     def server_recv():
         # The receiver keeps its queue full (perftest re-posts RECVs as they complete).
@@ -309,7 +317,7 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
                 if wc.opcode == RECV:
                     got += 1
                     if posted[wc.qp_num] < iters:
-                        by_num[wc.qp_num].post_recv([WorkRequest(RECV, size)])
+                        by_num[wc.qp_num].post_recv([WorkRequest(RECV, rsize)])
                         posted[wc.qp_num] += 1
 
     # Remote offsets: 0, or cycled over ``addresses`` targets 64 B apart, or uniformly

@@ -62,7 +62,8 @@ from .link import transmit
 from .memory import MemoryRegion
 from .pcie import Pcie
 from .wqe import (AETH, ATOMIC_ACK_ETH, ATOMIC_ETH, CAS, CATEGORY, DETH, FAA, GRH, IMMDT,
-                  READ, RECV, RECV_RDMA_WITH_IMM, REM_ACCESS_ERR, WAIT, RETH, RETRY_EXC_ERR, SEND, SEND_WITH_IMM,
+                  LOC_LEN_ERR, READ, RECV, RECV_RDMA_WITH_IMM, REM_ACCESS_ERR, REM_INV_REQ_ERR, WAIT,
+                  RETH, RETRY_EXC_ERR, SEND, SEND_WITH_IMM,
                   SUCCESS, WR_FLUSH_ERR, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
 
 RC, UC, UD = "RC", "UC", "UD"
@@ -180,7 +181,7 @@ class Rnic:
         self._next_qpn = 0
         self.ack_bytes = self.pkt_ovh + AETH
         self.ns_per_byte_in = 8e9 / l.rate
-        self.counters = {"ud_drop": 0, "rnr": 0, "qpc_miss": 0, "mtt_miss": 0,
+        self.counters = {"ud_drop": 0, "rnr": 0, "len_err": 0, "qpc_miss": 0, "mtt_miss": 0,
                          "cnp_sent": 0, "cnp_received": 0}
         self.dcqcn = l.kind == "roce" and n.dcqcn
         # Bytes of GRH a UD receive writes before the payload: a RoCE packet always carries
@@ -496,6 +497,20 @@ class Rnic:
             recv = qp.recvs.popleft()
             desc = qp.recv_at.popleft()
             self._fetch_recvs(qp, now)
+            if length + (GRH if qp.type == UD else 0) > recv.length:
+                # Longer than the receive buffer (a UD buffer also holds the 40-B GRH
+                # space): the RECV completes with a local length error and nothing is
+                # written (IBA 9.9.3 / 11.4.1.2). RC and UC: the responder QP goes to the
+                # error state; RC also NAKs, so the requester's WR completes with
+                # REM_INV_REQ_ERR. UD: only this message is lost.
+                self.counters["len_err"] += 1
+                self._push_cqe(qp, qp.recv_cq, WorkCompletion(recv.wr_id, LOC_LEN_ERR, RECV,
+                                                              0, qp.qpn), t)
+                if qp.type == RC:
+                    self._nak(qp, msg, t, REM_INV_REQ_ERR)
+                if qp.type != UD:
+                    self._break(qp, t)
+                return
             if desc > head:
                 head = desc     # the scatter address comes with the RECV descriptor
             if desc > t:

@@ -15,9 +15,10 @@ CARRIES_PAYLOAD = (True, True, True, True, False, False, False, False, False, Fa
 NEEDS_RD_SLOT = (False, False, False, False, True, True, True, False, False, False)
 
 # Completion status codes (ibv_wc_status subset).
-SUCCESS, LOC_LEN_ERR, REM_ACCESS_ERR, RETRY_EXC_ERR, WR_FLUSH_ERR, RNR_RETRY_EXC_ERR = range(6)
+(SUCCESS, LOC_LEN_ERR, REM_ACCESS_ERR, RETRY_EXC_ERR, WR_FLUSH_ERR, RNR_RETRY_EXC_ERR,
+ REM_INV_REQ_ERR) = range(7)
 STATUS_NAMES = ("SUCCESS", "LOC_LEN_ERR", "REM_ACCESS_ERR", "RETRY_EXC_ERR", "WR_FLUSH_ERR",
-                "RNR_RETRY_EXC_ERR")
+                "RNR_RETRY_EXC_ERR", "REM_INV_REQ_ERR")
 
 # Transport extension headers [B] (InfiniBand spec vol. 1, ch. 9): added to the profile's
 # per-packet overhead.

@@ -155,3 +155,61 @@ def test_worker_post_returns_completions_with_the_callers_wr_id(cx4):
     w0.spawn(co)
     sim.run(until=100_000)
     assert out["ids"] == ["x", ("y", 2)]
+
+
+def _send_into(cx4, qtype, buf_len, msg_len):
+    """A ``msg_len``-B SEND from node 0 into one receive buffer of ``buf_len`` B on node 1
+    (then a second SEND into a second, large enough buffer); returns the completions
+    (sender's, receiver's) and the receiving QP's state."""
+    from rnicsim.verbs import STATUS_NAMES
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 2, 1)
+    c0 = Context(cl, 0, 0, cl.nodes[0].thread(0))
+    c1 = Context(cl, 1, 0, cl.nodes[1].thread(0))
+    cq0, cq1 = c0.create_cq(), c1.create_cq()
+    a, b = c0.create_qp(qtype, cq0), c1.create_qp(qtype, cq1)
+    if qtype != "UD":
+        a.connect(b)
+    buf = c1.reg_mr(8192)
+    buf.write(0, bytes(8192))
+    b.post_recv([WorkRequest(RECV, buf_len, "small", local=buf, local_offset=0),
+                 WorkRequest(RECV, 8192 - 4096, "big", local=buf, local_offset=4096)])
+    got = {0: [], 1: []}
+
+    def run():
+        for k in range(2):
+            wr = WorkRequest(SEND, msg_len, ("send", k), True, data=b"\x01" * msg_len)
+            if qtype == "UD":
+                wr.dest = b.address
+            a.post_send([wr])
+            yield sim.timeout(20_000)
+            for side, cq in ((0, cq0), (1, cq1)):
+                got[side] += [(wc.wr_id, STATUS_NAMES[wc.status]) for wc in cq.poll(16)]
+
+    sim.process(run())
+    sim.run()
+    return got, b._hw.state, buf.read(0, 4096)
+
+
+def test_a_send_longer_than_the_receive_buffer_is_a_local_length_error(cx4):
+    """RC: the receive completes LOC_LEN_ERR with nothing written, the responder QP breaks
+    (its other receive is flushed) and the requester's SEND completes REM_INV_REQ_ERR.
+    Before 2026-11-25 the receive completed SUCCESS and wrote past the buffer."""
+    got, state, data = _send_into(cx4, "RC", 8, 64)
+    assert got[1][:2] == [("small", "LOC_LEN_ERR"), ("big", "WR_FLUSH_ERR")]
+    assert got[0][0] == (("send", 0), "REM_INV_REQ_ERR")
+    assert state == "ERR"
+    assert data == bytes(4096)
+
+
+def test_a_ud_receive_buffer_must_hold_the_grh_space(cx4):
+    """UD: a buffer of exactly the message size lacks the 40 B the verbs API reserves for
+    the GRH: that message is lost with LOC_LEN_ERR, the QP stays usable and the next
+    message lands in a large enough buffer at offset 40."""
+    from rnicsim.verbs import UD_GRH
+    assert UD_GRH == 40
+    got, state, _ = _send_into(cx4, "UD", 64, 64)
+    assert got[1] == [("small", "LOC_LEN_ERR"), ("big", "SUCCESS")]
+    assert state == "RTS"
+    got, _, _ = _send_into(cx4, "UD", 64 + UD_GRH, 64)
+    assert got[1] == [("small", "SUCCESS"), ("big", "SUCCESS")]
