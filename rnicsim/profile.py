@@ -237,7 +237,7 @@ class NicSection(BaseModel):
     uar_shared: PosCountP           # lock-protected registers the other QPs share (>= 1)
     ack_coalesce: PosCountP         # RC responder sends one ACK per this many WRITE/SEND
     tx_arbitration: ChoiceP         # message: the egress sends a message whole (ConnectX);
-                                    # packet: packets of different messages interleave
+                                    # packet: per-QP round robin packet by packet (what-if)
     dcqcn: FlagP                    # RoCE congestion control (ECN marks -> CNPs -> per-QP
                                     # rate limiter); off: no marking, no pacing
     dcqcn_g: RatioP                 # alpha gain g

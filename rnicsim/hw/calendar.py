@@ -23,6 +23,7 @@ current time are pruned and never needed again, because no reservation starts in
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import deque
 
 _INF = float("inf")
 
@@ -94,11 +95,55 @@ def _remove(starts: list, ends: list, a: float, b: float) -> float:
     return removed
 
 
+class _RoundRobin:
+    """Per-flow round robin between packets that overtake a transfer and that transfer.
+
+    With packets booked ahead in arrival order, a round cannot be laid out exactly (a
+    flow's packet booked earlier cannot be moved behind one booked later), so rounds are
+    counted: the overtaken transfer gets one quantum after every D overtaking packets, D
+    being the number of distinct flows with a packet booked and not yet sent (each
+    backlogged flow sends one packet per round, as per-QP round robin does). A quantum
+    the transfer had anyway (the packets left a gap of one) starts a new round.
+    """
+
+    __slots__ = ("backlog", "count", "since", "end")
+
+    def __init__(self) -> None:
+        self.backlog: deque = deque()     # (end [ns], flow) of booked overtaking packets
+        self.count: dict = {}             # flow -> its packets in the backlog
+        self.since = 0                    # packets since the transfer's last quantum
+        self.end = -_INF                  # end of the last overtaking packet [ns]
+
+    def turn(self, now: float, s0: float, quantum: float, flow) -> float:
+        """Start [ns] of the quantum the transfer takes before this packet, or -inf."""
+        backlog, count = self.backlog, self.count
+        while backlog and backlog[0][0] <= now:
+            f = backlog.popleft()[1]
+            n = count[f] - 1
+            if n:
+                count[f] = n
+            else:
+                del count[f]
+        if self.end + quantum <= s0:
+            self.since = 0                # the transfer had a quantum since
+            return -_INF
+        flows = len(count) + (flow not in count)
+        return self.end if self.since >= flows else -_INF
+
+    def sent(self, end: float, flow, after_turn: bool) -> None:
+        """The packet of ``flow`` ending at ``end`` [ns] was booked."""
+        self.since = 1 if after_turn else self.since + 1
+        if end > self.end:
+            self.end = end
+        self.backlog.append((end, flow))
+        self.count[flow] = self.count.get(flow, 0) + 1
+
+
 class Calendar:
     """Busy intervals of one pipe; :meth:`reserve` books the first gap that fits."""
 
     __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at", "pstarts", "pends",
-                 "lane_on", "mixed", "held")
+                 "lane_on", "mixed", "held", "rr")
 
     def __init__(self, env=None) -> None:
         self.starts: list[float] = []
@@ -118,6 +163,7 @@ class Calendar:
         # overtake: [start, end, item] (see hold); an overtaking packet makes each one it
         # pushes back later (item.late) by its own duration.
         self.held: list = []
+        self.rr = None          # _RoundRobin of overtaking flows (reserve_packet's flow)
         self.env = env          # the SimPy environment, for pruning (optional)
         # Prune when the interval list grows past this (never without an environment).
         self._prune_at = 64 if env is not None else _INF
@@ -136,7 +182,8 @@ class Calendar:
         """Where :meth:`reserve` would start ``dur`` from ``t`` (books nothing)."""
         return _first_fit(self.starts, self.ends, t, dur)
 
-    def reserve_packet(self, t: float, dur: float, quantum: float, src=None) -> float:
+    def reserve_packet(self, t: float, dur: float, quantum: float, src=None,
+                       flow=None) -> float:
         """Book one packet that may slip between the packets of bulk transfers; return its
         start [ns].
 
@@ -150,7 +197,9 @@ class Calendar:
         transfer is stretched by a packet for later bookings; arrivals already computed
         stay valid). With an infinite ``quantum`` this is :meth:`reserve` and the packet
         lane is not used (the one implementation of booking). ``src``: where the packet
-        came from (the upstream pipe), for held transfers (:meth:`hold`).
+        came from (the upstream pipe), for held transfers (:meth:`hold`). ``flow`` (any
+        hashable, e.g. the sending QP): overtaking packets and the transfer they overtake
+        share the pipe round robin (:class:`_RoundRobin`); without it packets go first.
         """
         ends = self.ends
         n = len(ends)
@@ -204,8 +253,24 @@ class Calendar:
             i += 1
         self.busy_ns += dur
         if lane and cand > t + quantum:
-            s = _first_fit(self.pstarts, self.pends, t + quantum, dur)
+            s0 = t + quantum
+            rr = None
+            turn = -_INF
+            if flow is not None:
+                rr = self.rr
+                if rr is None:
+                    rr = self.rr = _RoundRobin()
+                turn = rr.turn(self.env._now if self.env is not None else -_INF, s0, quantum,
+                               flow)
+                if turn + quantum > s0:
+                    s0 = turn + quantum
+            s = _first_fit(self.pstarts, self.pends, s0, dur)
             if s < cand:
+                if rr is not None:
+                    if turn > -_INF:
+                        # The overtaken transfer's packet of this round: a lane slot for it.
+                        _insert(self.pstarts, self.pends, turn, turn + quantum)
+                    rr.sent(s + dur, flow, turn > -_INF)
                 # Overtake: run at s, inside a busy run; what of [s, s + dur) was booked
                 # already is booked again after that run.
                 debt = dur - _insert(starts, ends, s, s + dur)

@@ -68,7 +68,7 @@ def set_rate(l: LinkDir, rate: float) -> None:
 
 
 def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float | None = None,
-             last_pkt: int = 0, prio: int = 3, pkt=None, track=None) -> float:
+             last_pkt: int = 0, prio: int = 3, pkt=None, track=None, flow=None) -> float:
     """Send ``nbytes`` (on-wire size) along ``path`` from time ``t``; return tail arrival [ns].
 
     ``path[0]`` is the sender's egress; every later element is a switch output port.
@@ -79,7 +79,10 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     ``track`` (an object with a float ``late`` [ns]): a multi-packet message whose
     packets others may overtake on an interleaving direction (a switch port, a NIC egress
     with per-packet arbitration); each overtaking packet adds its serialisation time to
-    ``track.late``, which the receiver adds to the returned arrival.
+    ``track.late``, which the receiver adds to the returned arrival. ``flow`` (the
+    sending QP): on a NIC egress with per-packet arbitration, single packets and the
+    multi-packet message they overtake share it round robin per flow
+    (:meth:`~rnicsim.hw.calendar.Calendar.reserve_packet`).
     """
     first = path[0]
     ser = nbytes * first.ns_per_byte
@@ -96,7 +99,8 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         # With per-packet arbitration a packet slips in at most one MTU packet behind a
         # bulk message; per-message arbitration makes it wait for every message booked
         # before it (an infinite quantum: reserve_packet is then plain reserve).
-        start = first.cal.reserve_packet(t, ser, first.quantum if first.interleave else _INF)
+        start = (first.cal.reserve_packet(t, ser, first.quantum, None, flow) if first.interleave
+                 else first.cal.reserve_packet(t, ser, _INF))
         end = start + ser
     if track is not None and first.interleave:
         first.cal.hold(start, end, track)

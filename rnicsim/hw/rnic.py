@@ -369,7 +369,7 @@ class Rnic:
                               qp.prio, pkt, msg)
         else:
             arrive = transmit(path, ready if ready > tail else tail, wire, None, 0, qp.prio,
-                              pkt)
+                              pkt, None, qp)
         if qtype != UD:
             qp.tx_ready = tail if tail > ready else ready
             if arrive < qp.arrive_last:
@@ -665,7 +665,7 @@ class Rnic:
             if tail is not None or npk > 1:
                 tail = t2
         arrive = transmit(path, ready, wire, tail, last_pkt, qp.prio,
-                          resp if self.dcqcn else None, resp if last_pkt else None)
+                          resp if self.dcqcn else None, resp if last_pkt else None, qp)
         qp.resp_ready = tail if tail is not None and tail > ready else ready
         if arrive < req_qp.resp_arrive_last:
             arrive = req_qp.resp_arrive_last
@@ -686,7 +686,7 @@ class Rnic:
                     path = qp.path = self.fabric.route(self.id, msg.qp.nic.id)
                 if t < qp.resp_ready:
                     t = qp.resp_ready
-                transmit(path, t, self.ack_bytes, None, 0, qp.prio)
+                transmit(path, t, self.ack_bytes, None, 0, qp.prio, None, None, qp)
                 qp.resp_ready = t
 
     def _nak(self, qp: QpHw, msg: _Msg, t: float, status: int) -> None:

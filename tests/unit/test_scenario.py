@@ -957,3 +957,12 @@ def test_validate_help_describes_set(capsys):
     main(["validate", "--help"])
     out = capsys.readouterr().out
     assert "KEY.PATH=VALUE" in out and "override a scenario key" in out
+
+
+def test_every_shipped_scenario_validates_at_every_size(capsys):
+    """`rnicsim validate` accepts every scenario under scenarios/ (schema, sweep, profiles
+    and each size block), so a scenario a README line points to cannot rot unnoticed."""
+    from rnicsim.cli import main
+    files = sorted(str(p) for p in (Path(__file__).parents[2] / "scenarios").glob("*/*.yaml"))
+    assert len(files) > 30
+    assert main(["validate", *files]) == 0, capsys.readouterr().out

@@ -428,3 +428,56 @@ def test_a_bulk_message_and_the_packets_overtaking_it_finish_at_their_total_wire
     else:
         assert last_pkt == pytest.approx(total)
         assert end + bulk.late < total
+
+
+def test_per_packet_arbitration_is_round_robin_between_flows_and_the_bulk_message():
+    """One 10 Gb/s egress (1000-B packets, 800 ns), a 10,000-B message booked at 0. One
+    flow posting three 100-B packets at 1000 ns alternates with the message (per-QP round
+    robin: one packet each per round): 1800, then after one of the message's packets
+    2680, then 3560. Two flows each posting one packet, then the first a second one: both
+    go in the first round (1800, 1880), the first's second packet after the message's
+    turn (2760). The message is late by every packet that overtook it."""
+    def egress():
+        eg = LinkDir("eg", 10e9, 0.0, mtu_bytes=1000)
+        bulk = _Held()
+        transmit([eg], 0.0, 10_000, None, 1000, track=bulk)
+        return eg, bulk
+
+    eg, bulk = egress()
+    ends = [transmit([eg], 1000.0, 100, flow="a") for _ in range(3)]
+    assert ends == pytest.approx([1880.0, 2760.0, 3640.0])
+    assert bulk.late == pytest.approx(240.0)
+    eg, bulk = egress()
+    ends = [transmit([eg], 1000.0, 100, flow=f) for f in ("a", "b", "a")]
+    assert ends == pytest.approx([1880.0, 1960.0, 2840.0])
+    eg, bulk = egress()    # without flows the packets go first (strict priority)
+    ends = [transmit([eg], 1000.0, 100) for _ in range(3)]
+    assert ends == pytest.approx([1880.0, 1960.0, 2040.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(n_pkts=st.integers(1, 40), sizes=st.lists(st.integers(64, 1000), min_size=40,
+                                                 max_size=40),
+       times=st.lists(st.floats(0.0, 7000.0), min_size=40, max_size=40),
+       flows=st.lists(st.integers(0, 3), min_size=40, max_size=40))
+def test_round_robin_keeps_the_egress_work_conserving(n_pkts, sizes, times, flows):
+    """Per-flow round robin only reorders: a 10,000-B message and packets of up to four
+    flows ready while it sends keep the wire busy without a gap; the last leaves when all
+    bytes have been sent, the message (late by the packets that overtook it) when it is
+    the last; each flow's packets leave in the order they were posted."""
+    eg = LinkDir("eg", 10e9, 0.0, mtu_bytes=1000)
+    bulk = _Held()
+    end = transmit([eg], 0.0, 10_000, None, 1000, track=bulk)
+    last_pkt = 0.0
+    per_flow: dict = {}
+    for t, b, f in sorted(zip(times[:n_pkts], sizes[:n_pkts], flows[:n_pkts])):
+        e = transmit([eg], t, b, flow=f)
+        assert e > per_flow.get(f, -1.0)
+        per_flow[f] = e
+        last_pkt = max(last_pkt, e)
+    total = (10_000 + sum(sizes[:n_pkts])) * eg.ns_per_byte
+    if last_pkt < total - 1e-6:
+        assert end + bulk.late == pytest.approx(total)
+    else:
+        assert last_pkt == pytest.approx(total)
+    assert eg.cal.busy_ns == pytest.approx(total)
