@@ -6,6 +6,10 @@ prints one line per claim check: id, published, measured and whether the finding
 With ``--json`` it prints a list of ``{"claim", "published", "measured", "holds", ...}``.
 ``--profile NAME=FILE`` (repeatable) runs every scenario written for profile NAME on the
 profile in FILE instead, e.g. one ``rnicsim calibrate`` fitted to your own NICs.
+``--set KEY=VALUE`` (repeatable) sets a scenario key in every selected scenario, as
+``rnicsim run --set`` does, e.g. ``cluster.nic.overrides.pcie.rate=252Gbps`` to ask which
+findings depend on a parameter (a sensitivity study); a key some scenario cannot take
+exits 2 naming that scenario.
 Exit code 0 whether or not the findings hold (the table says); 2 on bad input, checked
 before anything runs: a NAME that is not a paper folder, a ``--size`` no scenario defines,
 an ``--only`` that matches no scenario, ``--jobs`` < 1, a ``--profile NAME`` no selected
@@ -62,6 +66,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--profile", action="append", default=[], metavar="NAME=FILE",
                     help="run the scenarios written for profile NAME on the profile FILE "
                          "(repeatable), e.g. cx4-edr=fitted.yaml from rnicsim calibrate")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="set a scenario key in every selected scenario (repeatable), e.g. "
+                         "cluster.nic.overrides.pcie.rate=252Gbps")
     a = ap.parse_args(argv)
     if a.jobs < 1:
         raise InputError("command line", "--jobs", "a whole number >= 1")
@@ -93,7 +100,13 @@ def main(argv: list[str]) -> int:
         nic = _nic_profile(raw)
         if nic in swap:
             ov.append(f"cluster.nic.profile={swap[nic]}")
-        scenarios.append((f, load_scenario(f, ov)))
+        try:
+            scenarios.append((f, load_scenario(f, ov + a.set)))
+        except InputError as e:
+            if not a.set:
+                raise
+            raise InputError(e.source, e.key, f"{e.expected} (with --set "
+                             f"{' '.join(a.set)})") from e
     out_root = check_out_dir(a.out or f"out/reproduce/{a.name}")
     for _f, sc in scenarios:
         if (out_root / sc.name).exists() and not (out_root / sc.name).is_dir():

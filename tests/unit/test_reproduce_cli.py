@@ -110,3 +110,28 @@ def test_profile_swap_runs_the_scenarios_on_the_given_file(tmp_path, capsys):
     assert a.keys() == b.keys() and len(a) >= 2
     for size in a:
         assert abs(b[size] - a[size] - 1.0) < 1e-6, (size, a[size], b[size])
+
+
+def test_set_applies_a_key_to_every_selected_scenario(tmp_path, capsys, monkeypatch):
+    """--set KEY=VALUE reaches every scenario reproduce runs (a sensitivity study: here a
+    slower MMIO makes fig. 1's unloaded latencies longer); a key one of them cannot take
+    exits 2 naming that scenario's file, the key and --set, before anything runs."""
+    import rnicsim.runner
+
+    seen: list = []
+
+    def fake(sc, out_dir, jobs=1, progress=True, source=""):
+        seen.append((sc.name, sc.cluster.nic.overrides))
+        return {"claims": []}
+
+    monkeypatch.setattr(rnicsim.runner, "run_scenario", fake)
+    out = ["--out", str(tmp_path / "o"), "--size", "demo"]
+    code, _o, _e = _run(["roce", "--only", "fig1", "--only", "fig2",
+                         "--set", "cluster.nic.overrides.host.mmio=2us", *out], capsys)
+    assert code == 0
+    assert [n for n, _ in seen] == ["fig1_latency", "fig2_throughput"]
+    assert all(ov == {"host.mmio": "2us"} for _, ov in seen)
+    seen.clear()
+    code, _o, err = _run(["rdmc", "--set", "cluster.nic.overrides.pcie.ratex=1", *out], capsys)
+    assert code == 2 and "pcie.ratex" in err and "--set" in err and ".yaml" in err
+    assert "Traceback" not in err and seen == []
