@@ -67,8 +67,11 @@ def build(profile, nodes: int, threads: int, workload, cfg: OccConfig, coroutine
     ``workload`` has ``tables`` (a list of :class:`protocols.txn.store.Table`) and
     ``next_txn(rng, node, thread, coroutine) -> TxnSpec``; ``cpu_estimate_ns()`` [ns] is
     optional (used to stagger coroutine starts and by :func:`stretch_window`).
-    ``coroutines`` per worker thread must be a positive integer."""
+    ``threads`` per node and ``coroutines`` per thread must be positive integers."""
     check_coroutines(coroutines)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads: a positive integer (worker threads per node), got "
+                         f"{threads!r}")
     sim = Simulation(seed)
     cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores, topology=topology)
     mesh = Mesh(cluster, threads, cfg.rpc, rc=True, qps_per_peer=qps_per_peer,

@@ -105,6 +105,13 @@ def test_coroutines_must_be_positive(cx4, coroutines):
     _raises(cx4, body, ValueError, r"coroutines: a positive integer", coroutines=coroutines)
 
 
+def test_threads_must_be_positive(cx4):
+    """Zero worker threads is a ValueError (was a run with no transaction)."""
+    def body(tx):
+        yield from tx.read(0, 1)
+    _raises(cx4, body, ValueError, r"threads: a positive integer", threads=0)
+
+
 def test_config_errors_name_the_bad_value():
     """Bad per-phase choices, unknown override fields and a negative replication factor
     are ValueErrors naming what was given and what was expected."""
