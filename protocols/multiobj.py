@@ -189,6 +189,9 @@ class MultiObjBench:
         nodes = len(cluster.nodes)
         if nodes < 2:
             raise ValueError("cluster.nodes: at least 2 (every object is remote)")
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads: a positive integer (worker threads per node), "
+                             f"got {threads!r}")
         self.sim = sim
         self.cluster = cluster
         self.w = w

@@ -452,9 +452,10 @@ class Mesh:
 class RpcBenchSpec:
     """An RPC throughput point: every thread's coroutines call random peers.
 
-    Each coroutine keeps ``outstanding`` RPCs in flight (request ``req`` bytes, reply
-    ``rep`` bytes, handler ``handler`` ns); with ``reply=False`` it sends one-way messages
-    and counts them as done once posted.
+    Each coroutine issues ``outstanding`` RPCs (request ``req`` [B], reply ``rep`` [B],
+    handler CPU ``handler`` [ns]) to random peers and waits for all their replies before
+    the next batch. ``ValueError`` for an unknown transport, a count below 1 or a
+    negative size or handler time.
     """
 
     transport: str = "ud"
@@ -466,6 +467,23 @@ class RpcBenchSpec:
     doorbell_batch: int = 16
     handler: float = 0.0
     coalesce: bool = False
+
+    def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"transport: one of {', '.join(TRANSPORTS)}, not "
+                             f"{self.transport!r}")
+        # outstanding=0 used to spin for ever at one instant (an empty batch completes
+        # at once); zero threads or coroutines silently measured nothing.
+        for k in ("threads", "coroutines", "outstanding", "doorbell_batch"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{k}: a positive integer, got {v!r}")
+        for k in ("req", "rep"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{k}: a size >= 0 [B], got {v!r}")
+        if not self.handler >= 0:
+            raise ValueError(f"handler: a CPU time >= 0 [ns], got {self.handler!r}")
 
 
 def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 1,
@@ -480,6 +498,8 @@ def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 
     from rnicsim.cluster import Cluster
     from rnicsim.sim import Simulation
 
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2:
+        raise ValueError(f"nodes: at least 2 (every RPC goes to a peer), got {nodes!r}")
     window = spec.threads * spec.coroutines * spec.outstanding * (spec.req + spec.rep + 128)
     drain = window * 8e9 / (profile.link.rate * nics_per_node)
     warmup_ns, measure_ns = max(warmup_ns, 2 * drain), max(measure_ns, 4 * drain)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 from collections import deque
+from types import GeneratorType
 from numbers import Integral, Real
 from typing import Callable, Generator, Sequence
 
@@ -122,6 +123,14 @@ class Worker:
                 self._release(me)
                 raise
             exc = None
+            if type(ev) is GeneratorType:
+                # ``yield tx.read(...)`` instead of ``yield from``: say so at that line
+                # rather than let SimPy reject the value deep inside its kernel.
+                exc = TypeError(f"a coroutine yielded a generator ({ev.__qualname__}); "
+                                "use 'yield from' to run a generator, 'yield' only for "
+                                "events")
+                ev.close()
+                continue
             if ev is self._last_cpu:
                 val = yield ev           # the burst goes on: keep the thread
                 continue

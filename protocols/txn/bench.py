@@ -11,7 +11,7 @@ Metrics
     attempts), ``round_trips_per_txn`` (network round trips a committed transaction's
     attempts waited for), ``lat_exec_us``/``lat_validate_us``/``lat_log_us``/
     ``lat_commit_us`` (mean per-phase latency of committing attempts), ``cpu_util``
-    (worker cores), ``qpc_miss_rate`` (QP-context cache misses per lookup on all NICs in
+    (worker cores' busy share of the window), ``qpc_miss_rate`` (QP-context cache misses per lookup on all NICs in
     the window), ``committed`` (count in the window).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation
 
 from ..rpc import Mesh, RpcConfig
-from .occ import OccConfig, OccSystem
+from .occ import OccConfig, OccSystem, check_coroutines
 from .store import Store
 
 
@@ -62,7 +62,16 @@ def make_workload(benchmark: str, params: dict, nodes: int, threads: int, clock_
 def build(profile, nodes: int, threads: int, workload, cfg: OccConfig, coroutines: int,
           nics_per_node: int = 1, seed: int = 1, qps_per_peer: int = 1,
           topology: dict | None = None, cores: int | None = None, history=None) -> Bench:
-    """Cluster, endpoints, store and OCC system for one point (set-up CPU not charged)."""
+    """Cluster, endpoints, store and OCC system for one point (set-up CPU not charged).
+
+    ``workload`` has ``tables`` (a list of :class:`protocols.txn.store.Table`) and
+    ``next_txn(rng, node, thread, coroutine) -> TxnSpec``; ``cpu_estimate_ns()`` [ns] is
+    optional (used to stagger coroutine starts and by :func:`stretch_window`).
+    ``threads`` per node and ``coroutines`` per thread must be positive integers."""
+    check_coroutines(coroutines)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads: a positive integer (worker threads per node), got "
+                         f"{threads!r}")
     sim = Simulation(seed)
     cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores, topology=topology)
     mesh = Mesh(cluster, threads, cfg.rpc, rc=True, qps_per_peer=qps_per_peer,
@@ -89,35 +98,52 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     stagger = b.coroutines * est() if est is not None and b.coroutines > 1 else 0.0
     b.occ.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
-    at_window = {"qpc": (0, 0)}      # QP-context counts when the window opens
+    # QP-context counts and worker-core CPU when the window opens
+    at_window = {"qpc": (0, 0), "busy": _busy(b)}
 
     def window_opens() -> None:
         at_window["qpc"] = b.cluster.qpc_counts()
+        at_window["busy"] = _busy(b)
 
     sim.call_at(warmup_ns, window_opens)
     sim.run(until=warmup_ns + measure_ns)
     end = sim.now
     (l1, m1), (l0, m0) = b.cluster.qpc_counts(), at_window["qpc"]
     lookups, misses = l1 - l0, m1 - m0
+    # Every metric is taken before the drain, which must not count (CPU included).
+    out = metrics(b, measure_ns, end, at_window["busy"])
+    out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
     if drain:
         b.occ.stop()
         sim.run()
-    out = metrics(b, measure_ns, end)
-    out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
     return out
 
 
-def metrics(b: Bench, measure_ns: float, end_ns: float) -> dict[str, float]:
+def _busy(b: Bench) -> dict[int, float]:
+    """Booked CPU [ns] of each worker core (keyed by id), for window differences."""
+    return {id(c): c.busy_ns for nd in b.cluster.nodes
+            for c in (nd.thread(i).core for i in range(b.threads))}
+
+
+def metrics(b: Bench, measure_ns: float, end_ns: float,
+            busy_at_window: dict[int, float] | None = None) -> dict[str, float]:
     """Metrics of the measured window (``measure_ns`` [ns]) of a run that ended at
     ``end_ns`` [ns]: throughputs [M/s], latencies [us] (per phase: mean per committed
-    transaction), ``abort_rate`` and ``cpu_util`` [0-1], ``committed`` [count]."""
+    transaction), ``abort_rate`` and ``cpu_util`` [0-1], ``committed`` [count].
+
+    ``cpu_util`` is the worker cores' mean busy share of the window when
+    ``busy_at_window`` (their ``busy_ns`` when it opened, as :func:`run_txn_bench`
+    records it) is given, else of the whole run up to ``end_ns``."""
     st = b.occ.stats
     h = b.sim.stats.hist("txn_lat").summary()
     n = max(1, st.committed)
     nodes = len(b.cluster.nodes)
-    cores = {id(c): c for nd in b.cluster.nodes for c in
-             (nd.thread(i).core for i in range(b.threads))}.values()
-    util = sum(c.busy_ns for c in cores) / max(1, len(cores)) / max(1.0, end_ns)
+    busy = _busy(b)
+    if busy_at_window is None:
+        util = sum(busy.values()) / max(1, len(busy)) / max(1.0, end_ns)
+    else:
+        util = (sum(busy.values()) - sum(busy_at_window.values())) / max(1, len(busy)) \
+            / max(1.0, measure_ns)
     tput = st.committed / measure_ns * 1e3
     return {
         "throughput_mtxns": tput,

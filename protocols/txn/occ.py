@@ -21,11 +21,13 @@ Scope
     ====  ==========================  ===========================  ========================
 
     Read-only transactions read (as E, with ``ro_read``) and validate (``ro_validate``)
-    unless they made a single read. Validation of the read set follows locking (two round
+    unless they made a single read (one READ, one RPC, or one batch of local records). Validation of the read set follows locking (two round
     trips when a transaction has both), which OCC needs for serializability.
     FaSST's OCC (``lock_in_execution``) reads and locks write-set records during
     execution (read-lock RPC, or CAS + READ), validates the rest, logs to the
-    coordinator's backups and commits.
+    coordinator's backups and commits. The write set is what the body declares with
+    ``for_update``: a record written without it is locked in the validation phase, and
+    one locked but not written is unlocked after the commit.
 
     Options: ``outstanding`` (the reads of one ``read_many`` and the requests of a phase
     go out together; otherwise one at a time), ``passive_ack`` (commit acknowledgements
@@ -88,6 +90,7 @@ phase's CPU (``phase_ns[2]``), part of which (building the log entry,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Generator
 from typing import Any, Callable
 
 from rnicsim.verbs import CAS, READ, WRITE, WorkRequest
@@ -143,12 +146,27 @@ class OccConfig:
     def __post_init__(self) -> None:
         for k in ("execution", "ro_read"):
             if getattr(self, k) not in MODES:
-                raise ValueError(f"{k}: one of {', '.join(MODES)}")
+                raise ValueError(f"{k}: one of {', '.join(MODES)}, not {getattr(self, k)!r}")
         for k in ("lock", "validate", "log", "commit", "ro_validate"):
             if getattr(self, k) not in TWO:
-                raise ValueError(f"{k}: one of {', '.join(TWO)}")
+                raise ValueError(f"{k}: one of {', '.join(TWO)}, not {getattr(self, k)!r}")
         if self.log_to not in ("participants", "coordinator"):
-            raise ValueError("log_to: participants or coordinator")
+            raise ValueError(f"log_to: participants or coordinator, not {self.log_to!r}")
+        if isinstance(self.rep_factor, bool) or not isinstance(self.rep_factor, int) \
+                or self.rep_factor < 0:
+            raise ValueError(f"rep_factor: an integer >= 0 (backups per primary), not "
+                             f"{self.rep_factor!r}")
+
+
+def check_coroutines(coroutines) -> None:
+    """``ValueError``/``TypeError`` unless ``coroutines`` (per worker thread) is a
+    positive integer: zero would run no transaction and report zero throughput."""
+    if isinstance(coroutines, bool) or not isinstance(coroutines, int):
+        raise TypeError(f"coroutines: a positive integer (per worker thread), got "
+                        f"{coroutines!r}")
+    if coroutines < 1:
+        raise ValueError(f"coroutines: a positive integer (per worker thread), got "
+                         f"{coroutines}")
 
 
 class Abort(Exception):
@@ -214,7 +232,7 @@ class Txn:
         self.phases = [0.0, 0.0, 0.0, 0.0]
         self.owner = 0
         self.delta = 0          # money the transaction adds (SmallBank conservation)
-        self.local = False      # read a local record
+        self.local = 0          # local read batches (each one atomic: no yield inside)
         self.rts = 0            # network round trips waited for
         self.pending: list = []  # prefetches posted and not waited for yet
         self.doomed = False     # a read-lock failed; abort at commit (``no_abort``)
@@ -225,16 +243,22 @@ class Txn:
         return self.ep.compute(ns)
 
     def read(self, table: int, key, for_update: bool = False):
-        """Read one record; returns its value bytes (use ``yield from``)."""
+        """Read one record; returns its value bytes (use ``yield from``): the value this
+        transaction wrote to it, if it did, else the committed value it read."""
         vals = yield from self.read_many([(table, key)], for_update)
         return vals[0]
 
     def read_many(self, items, for_update: bool = False):
-        """Read records ``[(table, key), ...]``; returns their values in order.
+        """Read records ``[(table, key), ...]``; returns their values in order (a record
+        this transaction wrote gives the value it wrote).
 
-        ``for_update`` (or a third item ``(table, key, for_update)``) marks them as going to be written (FaSST's OCC locks them now).
-        With ``outstanding`` the remote reads go out together; otherwise one by one.
-        A record prefetched earlier is waited for here (with its whole prefetch).
+        ``for_update`` (or a third item ``(table, key, for_update)``) marks them as going
+        to be written (FaSST's OCC locks them now; a record written without it is locked
+        in the validation phase). With ``outstanding`` the remote reads go out together;
+        otherwise one by one. A record prefetched earlier is waited for here (with its
+        whole prefetch). Only a record's first read decides its ``for_update``.
+        ``ValueError`` for a table the workload does not have or a key its ``place``
+        puts outside the table.
         """
         occ = self.occ
         recs, todo = self._register(items, for_update)
@@ -247,7 +271,7 @@ class Txn:
             else:
                 for r in todo:
                     yield from occ.fetch(self, [r])
-        return [r.value for r in recs]
+        return [r.value if r.new is None else r.new for r in recs]
 
     def _register(self, items, for_update: bool):
         occ = self.occ
@@ -257,7 +281,7 @@ class Txn:
             table, key = it[0], it[1]
             r = self.recs.get((table, key))
             if r is None:
-                node, slot = occ.store.tables[table].place(key)
+                node, slot = occ.store.place(table, key)
                 r = self.recs[(table, key)] = _Rec(table, key, node, slot)
                 r.for_update = it[2] if len(it) > 2 else for_update
                 todo.append(r)
@@ -282,12 +306,21 @@ class Txn:
                 self.pending.append(st)
 
     def write(self, table: int, key, value: bytes) -> None:
-        """Buffer a new value for a record this transaction has read."""
-        r = self.recs[(table, key)]
+        """Buffer a new value (bytes of the table's ``value_size``) for a record this
+        transaction has read (OCC installs versions of records it read: ``ValueError``
+        otherwise)."""
+        r = self.recs.get((table, key))
+        if r is None:
+            raise ValueError(f"Txn.write(table={table!r}, key={key!r}): the transaction "
+                             "has not read this record; read it first (read or read_many, "
+                             "with for_update=True under FaSST's OCC)")
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError(f"Txn.write(table={table!r}, key={key!r}): value must be "
+                            f"bytes, got {type(value).__name__}")
         if len(value) != self.occ.store.tables[table].value_size:
             raise ValueError(f"table {table}: value of {len(value)} B, expected "
                              f"{self.occ.store.tables[table].value_size}")
-        r.new = value
+        r.new = bytes(value)
         self.read_only = False
 
     def insert(self, nbytes: int) -> None:
@@ -330,7 +363,9 @@ class OccSystem:
     # ================================================================ coroutines
     def start(self, workload, coroutines: int, stagger_ns: float = 0.0) -> None:
         """Run ``coroutines`` transaction coroutines on every worker thread; each starts
-        after a random delay in ``[0, stagger_ns)`` (0: all at once)."""
+        after a random delay in ``[0, stagger_ns)`` (0: all at once). ``ValueError``
+        unless ``coroutines`` is a positive integer."""
+        check_coroutines(coroutines)
         for (node, i), co in self.coords.items():
             for c in range(coroutines):
                 co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
@@ -397,7 +432,12 @@ class OccSystem:
         if spec.phase_ns[0]:
             yield tx.ep.compute(spec.phase_ns[0])
         tx.owner = owner
-        yield from spec.body(tx)
+        body = spec.body(tx)
+        if not isinstance(body, Generator):
+            raise TypeError(f"transaction {spec.name!r}: TxnSpec.body(tx) must return a "
+                            "generator (a def that yields, e.g. 'v = yield from "
+                            f"tx.read(table, key)'), got {type(body).__name__}")
+        yield from body
         while tx.pending:
             yield from self.fetch_wait(tx, tx.pending[0])
         if tx.doomed:
@@ -408,12 +448,16 @@ class OccSystem:
             # TX_ONLY_EXE: the transaction ends with its execution phase (locks taken in
             # execution are released, nothing is validated, logged, written or recorded).
             yield from self._release(tx)
+            tx.phases[0] = sim.env._now - t     # the phases add up to the latency
             return
         t = now
         recs = list(tx.recs.values())
         if tx.read_only and not any(r.locked for r in recs):
             if spec.phase_ns[1]:
                 yield tx.ep.compute(spec.phase_ns[1])
+            # One read unit (one READ, one RPC, or one batch of local records read
+            # without a yield in between) is a consistent snapshot; two or more may
+            # straddle another transaction's commit and need validation.
             if tx.units + tx.local > 1:
                 yield from self._validate(tx, recs, self.cfg.ro_validate)
             tx.phases[1] = sim.env._now - t
@@ -426,6 +470,12 @@ class OccSystem:
             yield tx.ep.compute(spec.phase_ns[1])
         if not self.cfg.lock_in_execution:
             yield from self._lock(tx, writes, owner)
+        else:
+            # FaSST locked the records read for update; a record written without being
+            # read for update is locked now, else its write would not be isolated.
+            late = [r for r in writes if not r.locked]
+            if late:
+                yield from self._lock(tx, late, owner)
         if reads:
             yield from self._validate(tx, reads, self.cfg.validate)
         now = sim.env._now
@@ -443,6 +493,9 @@ class OccSystem:
         if spec.phase_ns[3]:
             yield tx.ep.compute(spec.phase_ns[3])
         yield from self._commit(tx, writes)
+        if any(r.locked for r in recs):
+            # Records locked for update (FaSST's read-lock) but not written: unlock them.
+            yield from self._release(tx)
         tx.phases[3] = sim.env._now - t
 
     def _record(self, tx: Txn) -> None:
@@ -474,7 +527,7 @@ class OccSystem:
         local = [r for r in recs if r.node == node]
         remote = [r for r in recs if r.node != node]
         if local:
-            tx.local = True
+            tx.local += 1
         for r in local:
             if lock_now and r.for_update:
                 if store.lock_local(node, r.table, r.slot, owner) != 0:

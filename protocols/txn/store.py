@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Callable
 
 from rnicsim.verbs import Context
@@ -142,6 +143,23 @@ class Store:
         self.caches = [LocationCache(cache_warm) for _ in range(self.nodes)]
 
     # ------------------------------------------------------------------ placement
+    def place(self, table: int, key) -> tuple[int, int]:
+        """(node, slot) of ``key`` in ``table`` by the table's ``place``; ``ValueError``
+        for an unknown table or a key placed outside the cluster or the table (a slot
+        outside ``[0, slots_per_node)`` would read or overwrite other records)."""
+        t = self.tables.get(table)
+        if t is None:
+            raise ValueError(f"table {table!r}: no such table; the workload's tables are "
+                             f"{sorted(self.tables)}")
+        node, slot = t.place(key)
+        if not (isinstance(node, Integral) and 0 <= node < self.nodes
+                and isinstance(slot, Integral) and 0 <= slot < t.slots_per_node):
+            raise ValueError(f"table {table} ({t.name}): key {key!r} is placed at node "
+                             f"{node!r}, slot {slot!r}; expected a node in [0, "
+                             f"{self.nodes}) and a slot in [0, {t.slots_per_node}) "
+                             "(a key outside the table)")
+        return node, slot
+
     def backups(self, node: int) -> list[int]:
         """Backup nodes of primary ``node``."""
         return [(node + r) % self.nodes for r in range(1, self.rep + 1)]

@@ -28,7 +28,7 @@ the backups of every written node and of the coordinator.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from .occ import OccConfig
 
@@ -65,4 +65,9 @@ def preset(name: str, **overrides) -> OccConfig:
     """The configuration of system ``name`` with ``overrides`` (fields of OccConfig)."""
     if name not in PRESETS:
         raise ValueError(f"preset: one of {', '.join(PRESETS)}, not {name!r}")
+    unknown = sorted(set(overrides) - {f.name for f in fields(OccConfig)})
+    if unknown:
+        raise ValueError(f"preset {name!r}: unknown OccConfig field(s) "
+                         f"{', '.join(unknown)}; expected some of "
+                         f"{', '.join(f.name for f in fields(OccConfig))}")
     return replace(PRESETS[name], **overrides)

@@ -189,3 +189,9 @@ def test_two_sided_replies_of_one_poll_share_a_doorbell_at_every_step(cx4, posts
     assert all(len(k) == 1 for k in requests)
     assert max(len(k) for k in replies) > 1
     assert sum(len(k) for k in replies) >= len(requests) - 2 * 8   # all but those in flight
+
+
+def test_zero_threads_is_refused(cx4):
+    """Zero worker threads is a ValueError (was a run reporting 0 Mtxn/s)."""
+    with pytest.raises(ValueError, match=r"threads: a positive integer"):
+        run_multiobj(cx4, MultiObjWorkload(), 2, threads=0)

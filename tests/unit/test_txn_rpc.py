@@ -226,3 +226,24 @@ def test_ud_replies_of_one_poll_share_a_doorbell_whatever_the_request_batch(cx4,
     _req, rep_alone, cpu_alone = _replies_of_one_poll(cx4, monkeypatch, reply_batch=1)
     assert rep_alone == [[1]] * 4
     assert cpu_alone - cpu == pytest.approx(4 * (25 + 2 * 60) - (4 * 25 + 60), abs=1e-6)
+
+
+@pytest.mark.parametrize("kw,fragment", [
+    (dict(outstanding=0), r"outstanding: a positive integer, got 0"),
+    (dict(coroutines=0), r"coroutines: a positive integer, got 0"),
+    (dict(threads=0), r"threads: a positive integer, got 0"),
+    (dict(transport="tcp"), r"transport: one of ud, rc, write_imm, not 'tcp'"),
+    (dict(req=-1), r"req: a size >= 0 \[B\], got -1"),
+    (dict(handler=-5.0), r"handler: a CPU time >= 0 \[ns\]"),
+])
+def test_rpc_bench_spec_refuses_impossible_values(kw, fragment):
+    """Impossible RPC benchmark settings are ValueErrors naming the field (outstanding=0
+    spun for ever at one instant; zero coroutines silently measured 0 Mops)."""
+    with pytest.raises(ValueError, match=fragment):
+        RpcBenchSpec(**kw)
+
+
+def test_rpc_bench_needs_a_peer(cx4):
+    """One node has no peer to call: a ValueError saying so (was numpy's 'high <= 0')."""
+    with pytest.raises(ValueError, match=r"nodes: at least 2"):
+        run_rpc_bench(cx4, RpcBenchSpec(threads=1, coroutines=1), nodes=1)
