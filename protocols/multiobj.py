@@ -71,7 +71,7 @@ Metrics
     ``throughput_mtxns_per_node``, ``throughput_mops_per_node`` (objects x transactions
     per node [M/s]), ``lat_p50_us``/``lat_p90_us``/``lat_p99_us`` (transaction start to
     done [us], over the transactions that finish inside the window: NaN when none does),
-    ``cpu_util`` (worker cores, mean), ``step`` (position on fig. 6's x-axis:
+    ``cpu_util`` (worker cores' mean busy share of the measured window), ``step`` (position on fig. 6's x-axis:
     0 baseline, 1 +coroutines, 2 +outstanding, 3 +doorbell, 4 +passive ACK; -1 when the
     options are not a cumulative prefix), ``measure_us``.
 
@@ -230,7 +230,9 @@ class MultiObjBench:
 
     # ------------------------------------------------------------------ run
     def start(self) -> None:
-        """Spawn every thread's coroutines (call before running the simulation)."""
+        """Spawn every thread's coroutines (call after ``sim.measure`` and before running
+        the simulation)."""
+        self._cpu = self.sim.cpu_meter(ep.thread.core for ep in self.mesh.endpoints.values())
         body = self._two_sided if self.two_sided else self._one_sided
         for ep in self.mesh.endpoints.values():
             for c in range(self.w.coroutines):
@@ -334,13 +336,10 @@ class MultiObjBench:
         # a transaction takes a good part of the window (few would finish inside it).
         total = self.objects_done / self.w.objects / measure_ns * 1e3   # M txns/s
         per_node = total / self.nodes
-        cores = {id(ep.thread.core): ep.thread.core for ep in self.mesh.endpoints.values()}
-        util = sum(c.busy_ns for c in cores.values()) / max(1, len(cores)) / sim.now \
-            if sim.now else 0.0
         return {"throughput_mtxns": total, "throughput_mtxns_per_node": per_node,
                 "throughput_mops_per_node": per_node * self.w.objects,
                 "lat_p50_us": h["p50"] / 1e3, "lat_p90_us": h["p90"] / 1e3,
-                "lat_p99_us": h["p99"] / 1e3, "cpu_util": min(1.0, util),
+                "lat_p99_us": h["p99"] / 1e3, "cpu_util": self._cpu(),
                 "step": float(self.w.step())}
 
 

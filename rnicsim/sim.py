@@ -236,6 +236,45 @@ class Simulation:
             self.call_at(warmup_ns, self._set_measuring, True)
         self.call_at(warmup_ns + window_ns, self._set_measuring, False)
 
+    def cpu_meter(self, cores: Iterable) -> Callable[[], float]:
+        """A function giving the mean busy share [0-1] of ``cores`` (objects with a
+        ``busy_ns`` [ns] of booked CPU, such as ``cluster.nodes[i].thread(j).core``; one
+        listed twice counts once) over the measured window: booked CPU between the
+        window's opening and its end (or now, while it is open) over that time; what runs
+        after the window (a drain) does not count. Call after :meth:`measure`; before the
+        window opens it gives 0."""
+        uniq = list({id(c): c for c in cores}.values())
+        if not uniq:
+            raise ValueError("cpu_meter: no cores given")
+        w0, w1 = self.window
+        at = [w0, 0.0, None]        # opened at [ns], busy then [ns], busy at the end
+
+        def busy() -> float:
+            return sum(c.busy_ns for c in uniq)
+
+        def open_window() -> None:
+            at[0] = self.now
+            at[1] = busy()
+
+        def close_window() -> None:
+            at[2] = busy()
+
+        if w0 <= self.now:
+            open_window()
+        else:
+            self.call_at(w0, open_window)
+        self.call_at(w1, close_window)
+
+        def share() -> float:
+            if self.now < w0:
+                return 0.0
+            end = w1 if at[2] is not None else self.now
+            span = end - at[0]
+            b = at[2] if at[2] is not None else busy()
+            return min(1.0, (b - at[1]) / len(uniq) / span) if span > 0 else 0.0
+
+        return share
+
     def _set_measuring(self, on: bool) -> None:
         self.measuring = on
 

@@ -29,7 +29,7 @@ Metrics
     ``throughput_mops`` (operations completed per issuing machine [M/s]),
     ``throughput_mops_total``, ``bandwidth_gbps`` (payload per issuing machine),
     ``lat_p50_us``/``lat_p90_us``/``lat_p99_us``/``lat_p999_us`` (posting to completion of
-    signaled requests), ``qpc_miss_rate``, ``cpu_util`` (issuing threads' cores).
+    signaled requests), ``qpc_miss_rate``, ``cpu_util`` (issuing threads' cores: mean busy share of the measured window).
 
 This module uses only :mod:`rnicsim.verbs` and the cluster builder, never ``rnicsim.hw``.
 """
@@ -207,8 +207,12 @@ class Microbench:
 
     # ------------------------------------------------------------------ run
     def start(self) -> None:
-        """Start every thread's event loop (call before running the simulation)."""
+        """Start every thread's event loop (call after ``sim.measure`` and before running
+        the simulation)."""
         sp = self.spec
+        # cpu_util: the issuing threads' cores over the measured window.
+        self._cpu = self.sim.cpu_meter(self.cluster.nodes[n].thread(i).core
+                                       for n in self.clients for i in range(sp.threads))
         for (node, i), ts in self.threads.items():
             issuing = node in self.clients
             if sp.verb in _OP:
@@ -449,9 +453,6 @@ class Microbench:
             c = nic.qpc
             acc += c.hits + c.misses
             miss += c.misses
-        busy = [self.cluster.nodes[n].thread(i).core for n in self.clients
-                for i in range(sp.threads)]
-        cores = {id(c): c for c in busy}.values()
         return {
             "throughput_mops": total / issuing,
             "throughput_mops_total": total,
@@ -461,8 +462,7 @@ class Microbench:
             "lat_p99_us": h["p99"] / 1e3,
             "lat_p999_us": h["p999"] / 1e3,
             "qpc_miss_rate": miss / acc if acc else 0.0,
-            "cpu_util": min(1.0, sum(c.busy_ns for c in cores) / max(1, len(cores))
-                            / self.sim.now) if self.sim.now else 0.0,
+            "cpu_util": self._cpu(),
         }
 
 

@@ -98,12 +98,11 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     stagger = b.coroutines * est() if est is not None and b.coroutines > 1 else 0.0
     b.occ.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
-    # QP-context counts and worker-core CPU when the window opens
-    at_window = {"qpc": (0, 0), "busy": _busy(b)}
+    cpu = sim.cpu_meter(_cores(b))
+    at_window = {"qpc": (0, 0)}      # QP-context counts when the window opens
 
     def window_opens() -> None:
         at_window["qpc"] = b.cluster.qpc_counts()
-        at_window["busy"] = _busy(b)
 
     sim.call_at(warmup_ns, window_opens)
     sim.run(until=warmup_ns + measure_ns)
@@ -111,7 +110,7 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     (l1, m1), (l0, m0) = b.cluster.qpc_counts(), at_window["qpc"]
     lookups, misses = l1 - l0, m1 - m0
     # Every metric is taken before the drain, which must not count (CPU included).
-    out = metrics(b, measure_ns, end, at_window["busy"])
+    out = metrics(b, measure_ns, end, cpu())
     out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
     if drain:
         b.occ.stop()
@@ -119,31 +118,28 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     return out
 
 
-def _busy(b: Bench) -> dict[int, float]:
-    """Booked CPU [ns] of each worker core (keyed by id), for window differences."""
-    return {id(c): c.busy_ns for nd in b.cluster.nodes
-            for c in (nd.thread(i).core for i in range(b.threads))}
+def _cores(b: Bench) -> list:
+    """The worker threads' cores (a core shared by threads listed once)."""
+    return list({id(c): c for nd in b.cluster.nodes
+                 for c in (nd.thread(i).core for i in range(b.threads))}.values())
 
 
 def metrics(b: Bench, measure_ns: float, end_ns: float,
-            busy_at_window: dict[int, float] | None = None) -> dict[str, float]:
+            cpu_util: float | None = None) -> dict[str, float]:
     """Metrics of the measured window (``measure_ns`` [ns]) of a run that ended at
     ``end_ns`` [ns]: throughputs [M/s], latencies [us] (per phase: mean per committed
     transaction), ``abort_rate`` and ``cpu_util`` [0-1], ``committed`` [count].
 
-    ``cpu_util`` is the worker cores' mean busy share of the window when
-    ``busy_at_window`` (their ``busy_ns`` when it opened, as :func:`run_txn_bench`
-    records it) is given, else of the whole run up to ``end_ns``."""
+    ``cpu_util``: as given (:func:`run_txn_bench` measures the worker cores' mean busy
+    share of the window with ``Simulation.cpu_meter``), else their share of the whole run
+    up to ``end_ns``."""
     st = b.occ.stats
     h = b.sim.stats.hist("txn_lat").summary()
     n = max(1, st.committed)
     nodes = len(b.cluster.nodes)
-    busy = _busy(b)
-    if busy_at_window is None:
-        util = sum(busy.values()) / max(1, len(busy)) / max(1.0, end_ns)
-    else:
-        util = (sum(busy.values()) - sum(busy_at_window.values())) / max(1, len(busy)) \
-            / max(1.0, measure_ns)
+    if cpu_util is None:
+        cores = _cores(b)
+        cpu_util = sum(c.busy_ns for c in cores) / max(1, len(cores)) / max(1.0, end_ns)
     tput = st.committed / measure_ns * 1e3
     return {
         "throughput_mtxns": tput,
@@ -157,7 +153,7 @@ def metrics(b: Bench, measure_ns: float, end_ns: float,
         "lat_validate_us": st.phase_ns[1] / n / 1e3,
         "lat_log_us": st.phase_ns[2] / n / 1e3,
         "lat_commit_us": st.phase_ns[3] / n / 1e3,
-        "cpu_util": min(1.0, util),
+        "cpu_util": min(1.0, cpu_util),
         "committed": float(st.committed),
     }
 

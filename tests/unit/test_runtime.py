@@ -1,6 +1,8 @@
 """protocols.runtime: coroutines are not preempted by the event loop."""
 from __future__ import annotations
 
+import pytest
+
 from protocols.runtime import Worker
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation
@@ -71,3 +73,30 @@ def test_ready_coroutines_run_one_at_a_time(cx4):
     first, second = sorted(log.values(), key=lambda t: t[0])
     assert first[-1] <= second[0]
     assert first[-1] < 40_000.0        # 5 us + 3 x 10 us, not interleaved with the other
+
+
+def test_cpu_meter_gives_the_busy_share_of_the_measured_window_only(cx4):
+    """A worker busy 300 ns of every 1000 ns, and busy all the time before 2000 ns (a
+    warm-up burst): over the window [2000, 6000) the meter gives 0.3 (the warm-up does
+    not count), and the same after running past the window (a drain does not either); two
+    threads on one core count it once. Before 2026-11-25 multiobj, microbench and the RPC
+    benchmark divided the whole run's CPU by the whole run."""
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 2, 1)
+    w = Worker(cl, 0, 0)
+
+    def body(w):
+        yield w.compute(2000)
+        while True:
+            yield w.compute(300)
+            yield sim.timeout(700)
+
+    sim.measure(2000, 4000)
+    meter = sim.cpu_meter([w.thread.core, cl.nodes[0].thread(0).core])
+    w.spawn(body)
+    sim.run(until=1000)
+    assert meter() == 0.0
+    sim.run(until=6000)
+    assert meter() == pytest.approx(0.3, rel=0.02)
+    sim.run(until=9000)
+    assert meter() == pytest.approx(0.3, rel=0.02)
