@@ -43,7 +43,7 @@ Metrics
     (object bytes [Gb/s]), ``lat_mean_us``, ``lat_p50_us``, ``lat_p90_us``,
     ``lat_p99_us`` (first post to the object in hand [us]), ``lat_excess_us`` (mean
     latency minus the object's serialisation time at the link's data rate [us]: what
-    grows faster than the wire), ``cpu_client`` (cores busy
+    grows faster than the wire), ``cpu_client`` (cores busy over the measured window
     per client node), ``cpu_server`` (cores busy on the server for this application: a
     spinning thread counts for the share of the core the scheduler gives it),
     ``background_gbps`` (bulk flows' goodput [Gb/s]).
@@ -253,8 +253,12 @@ class RemoteReads:
 
     # ------------------------------------------------------------------ run
     def start(self) -> None:
-        """Start clients, server processes and background flows."""
+        """Start clients, server processes and background flows (after ``sim.measure``)."""
         sp, sim = self.spec, self.sim
+        # CPU over the measured window: the clients' cores, the server processes' cores.
+        self._cpu_clients = sim.cpu_meter(c.thread.core for c in self.clients)
+        self._cpu_procs = sim.cpu_meter(p.thread.core for p in self.procs)
+        self._proc_cores = len({id(p.thread.core) for p in self.procs})
         for c in self.clients:
             sim.process(self._client(c))
         if sp.method == "write_send_poll":
@@ -410,16 +414,15 @@ class RemoteReads:
         h = self.lat.summary()
         mops = self.ops / window_ns * 1e3
         share = 1.0 / (1 + sp.cpu_hogs_per_core)   # a spinning thread's share of its core
-        now = self.sim.now or 1.0
         m = sp.method
         if m in ("read_poll", "write_send_poll", "send_send_poll"):
             cpu_client = share
         else:
-            cpu_client = sum(c.thread.busy_ns for c in self.clients) / len(self.clients) / now
+            cpu_client = self._cpu_clients()
         if m in ("write_send_poll", "send_send_poll"):
             cpu_server = share * sp.server_procs
         elif m == "send_send_intr":
-            cpu_server = sum(p.thread.busy_ns for p in self.procs) / now
+            cpu_server = self._cpu_procs() * self._proc_cores
         else:
             cpu_server = 0.0
         wire_us = sp.payload * 8 / self.cluster.profile.link.rate * 1e6
