@@ -160,8 +160,8 @@ class Calendar:
         self.mixed = 0.0        # end of the last booking that is not a lane packet [ns]
         self.busy_ns = 0.0
         # Transfers whose arrival follows from their booking and that packets may
-        # overtake: [start, end, item] (see hold); an overtaking packet makes each one it
-        # pushes back later (item.late) by its own duration.
+        # overtake: [start, end, item, src] (see hold); an overtaking packet makes each
+        # one it pushes back later (item.late) by its own duration.
         self.held: list = []
         self.rr = None          # _RoundRobin of overtaking flows (reserve_packet's flow)
         self.env = env          # the SimPy environment, for pruning (optional)
