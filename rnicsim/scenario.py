@@ -373,6 +373,9 @@ class Scenario(BaseModel):
     sizes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     plots: list[PlotSpec] = Field(default_factory=list)
     expected: list[Claim] = Field(default_factory=list)
+    # Python modules imported before the scenario is validated (see load_plugins): they
+    # register workload or protocol kinds of the user's own.
+    plugins: list[str] = Field(default_factory=list)
 
 
 _MODELS: dict[tuple, type[BaseModel]] = {}
@@ -580,7 +583,9 @@ def resolve(raw: dict, source: str, overrides: list[tuple[str, Any]] | None = No
     file or an override) selects the size. An override of a key the sweep varies (from
     the file or the size) replaces that sweep by the single value, so sweep_exclude keeps
     its keys; ``sweep.KEY=[...]`` replaces the list. An error caused by an entry of the
-    size is reported at ``sizes.<name>.<key>``."""
+    size is reported at ``sizes.<name>.<key>``. The scenario's ``plugins`` are imported
+    first (:func:`load_plugins`)."""
+    load_plugins(raw, source)
     raw = copy.deepcopy(raw)
     overrides = list(overrides or [])
     size = _get_path(raw, "run.size") or "full"
@@ -838,6 +843,40 @@ def _path_allowed(sc: BaseModel, key: str) -> bool:
             return False
         obj = getattr(obj, part)
     return True
+
+
+def load_plugins(raw: dict, source: str) -> None:
+    """Import the modules a scenario lists under ``plugins:`` (they call
+    :func:`register_workload` / ``register_protocol`` for kinds of their own). A module
+    is looked up on ``sys.path`` and then in the scenario file's folder, so one beside the
+    scenario needs no installing. InputError naming ``plugins[i]`` when it cannot be
+    imported."""
+    mods = raw.get("plugins")
+    if mods is None:
+        return
+    if not isinstance(mods, list) or not all(isinstance(m, str) and m for m in mods):
+        raise InputError(source, "plugins", "a list of Python module names, e.g. [my_workload]")
+    import importlib
+    import sys
+
+    folder = str(Path(source).resolve().parent)
+    for i, mod in enumerate(mods):
+        try:
+            try:
+                importlib.import_module(mod)
+            except ModuleNotFoundError as e:
+                if e.name is None or not mod.startswith(e.name) or folder in sys.path:
+                    raise
+                sys.path.append(folder)      # kept: forked workers import from it too
+                importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            raise InputError(source, f"plugins[{i}]",
+                             f"an importable Python module (on PYTHONPATH or beside the "
+                             f"scenario), got {mod!r} ({e})") from e
+        except Exception as e:
+            raise InputError(source, f"plugins[{i}]",
+                             f"a module that imports cleanly; importing {mod!r} raised "
+                             f"{type(e).__name__}: {e}") from e
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None,

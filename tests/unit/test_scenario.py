@@ -966,3 +966,50 @@ def test_every_shipped_scenario_validates_at_every_size(capsys):
     files = sorted(str(p) for p in (Path(__file__).parents[2] / "scenarios").glob("*/*.yaml"))
     assert len(files) > 30
     assert main(["validate", *files]) == 0, capsys.readouterr().out
+
+
+_PLUGIN = '''
+from typing import Literal
+from pydantic import BaseModel, ConfigDict
+from rnicsim.scenario import register_workload
+
+
+class Echo(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["echo_{tag}"]
+    x: int = 1
+
+
+def run_scenario_point(sc, profile):
+    return {{"twice_x": 2.0 * sc.workload.x, "nodes": float(sc.cluster.nodes)}}
+
+
+register_workload("echo_{tag}", Echo, "{mod}:run_scenario_point")
+'''
+
+
+def test_a_scenario_brings_its_own_workload_kind_through_plugins(tmp_path, capsys):
+    """`plugins: [module]` imports a module of the user's (here one beside the scenario,
+    not installed) that registers a workload kind; `rnicsim run` then validates and runs
+    it like a shipped one. A module that cannot be imported exits 2 naming plugins[i]."""
+    from rnicsim.cli import main
+    mod = "user_plugin_echo"
+    (tmp_path / f"{mod}.py").write_text(_PLUGIN.format(tag="t1", mod=mod))
+    f = tmp_path / "echo.yaml"
+    f.write_text(f"""version: 1
+name: echo
+plugins: [{mod}]
+cluster: {{nodes: 2, nic: {{profile: cx4-edr}}}}
+workload: {{kind: echo_t1, x: 3}}
+sweep: {{workload.x: [1, 4]}}
+""")
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "--quiet"]) == 0, capsys.readouterr().err
+    with open(out / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["twice_x"]) for r in rows] == [2.0, 8.0]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f.read_text().replace(f"[{mod}]", "[no_such_plugin_module]"))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr()
+    assert "plugins[0]" in err.out + err.err and "no_such_plugin_module" in err.out + err.err
