@@ -46,7 +46,7 @@ class Fabric:
                 raise ValueError("DCQCN needs a random stream for ECN marking (rng_source)")
             self.ecn = EcnConfig(sw.ecn_kmin, sw.ecn_kmax, sw.ecn_pmax, rng_source("ecn"))
         self.mtu_bytes = link.mtu + link.packet_overhead
-        self.packet_arbitration = profile.nic.tx_arbitration == "packet"
+        self.tx_arbitration = profile.nic.tx_arbitration
         self.rate = link.rate
         self.prop = link.propagation
         kind = topology.get("kind", "single_switch")
@@ -94,7 +94,10 @@ class Fabric:
     def _attach(self, nic: int, swname: str) -> None:
         self.egress[nic] = LinkDir(f"nic{nic}->{swname}", self.rate, self.prop,
                                    env=self.env, mtu_bytes=self.mtu_bytes)
-        self.egress[nic].interleave = self.packet_arbitration
+        # nic.tx_arbitration packet: the egress interleaves packets (per-QP round robin,
+        # hw/calendar.py); message and fifo serve a message whole (the NIC's send
+        # scheduler picks the next one, Rnic._on_pull).
+        self.egress[nic].interleave = self.tx_arbitration == "packet"
         self.switches[swname].port(f"nic{nic}", self.rate, self.prop)
         self.nic_switch[nic] = swname
         self.graph.add_edge(f"nic{nic}", swname)

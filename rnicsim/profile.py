@@ -236,8 +236,10 @@ class NicSection(BaseModel):
     uar_dedicated: CountP           # dedicated doorbell (BlueFlame) registers per context
     uar_shared: PosCountP           # lock-protected registers the other QPs share (>= 1)
     ack_coalesce: PosCountP         # RC responder sends one ACK per this many WRITE/SEND
-    tx_arbitration: ChoiceP         # message: the egress sends a message whole (ConnectX);
-                                    # packet: per-QP round robin packet by packet (what-if)
+    tx_arbitration: ChoiceP         # message: per-QP round robin, a message whole per turn
+                                    # (ConnectX); packet: per-QP round robin packet by
+                                    # packet (what-if); fifo: messages in the order they
+                                    # are ready, whatever their QP (what-if)
     dcqcn: FlagP                    # RoCE congestion control (ECN marks -> CNPs -> per-QP
                                     # rate limiter); off: no marking, no pacing
     dcqcn_g: RatioP                 # alpha gain g
@@ -259,8 +261,8 @@ class NicSection(BaseModel):
     @field_validator("tx_arbitration")
     @classmethod
     def _arb(cls, v: ChoiceP) -> ChoiceP:
-        if v.value not in ("message", "packet"):
-            raise ValueError("tx_arbitration.value must be 'message' or 'packet'")
+        if v.value not in ("message", "packet", "fifo"):
+            raise ValueError("tx_arbitration.value must be 'message', 'packet' or 'fifo'")
         return v
 
 

@@ -29,6 +29,13 @@ Scope
     - Transports: RC (responses/ACKs, in-order completion, a dead peer breaks the QP after
       the retry timeout and flushes it), UC (no ACKs), UD (one packet of at most the MTU;
       dropped when no RECV is posted).
+    - Send scheduler (``nic.tx_arbitration`` ``message``, ConnectX): messages (requests,
+      READ/atomic responses) wait in per-QP queues while another message is on the
+      egress wire, and the wire takes them round robin between QPs, one whole message per
+      turn (:meth:`Rnic._on_pull`), booking each on the fabric only when it starts. ``fifo``
+      sends each message as soon as it is ready, in that order (booked ahead on the
+      calendars, whatever its QP); ``packet`` interleaves packets (``hw/calendar.py``).
+      ACKs and CNPs go at once in every mode.
     - Receive queue: the NIC keeps up to ``recv_prefetch`` posted RECV descriptors per QP
       on board, reading them from host memory (``recv_wqe_size`` each, one DMA read per
       fetch) when RECVs are posted and again whenever consumption leaves half of that or
@@ -72,6 +79,8 @@ _IS_ATOMIC = (False, False, False, False, False, True, True, False)
 _HAS_PAYLOAD = (True, True, True, True, False, False, False, False)
 _HAS_IMM = (False, True, False, True, False, False, False, False)
 _REQ_EXT = (0, IMMDT, RETH, RETH + IMMDT, RETH, ATOMIC_ETH, ATOMIC_ETH, 0)
+
+_INF = float("inf")
 
 
 class QpHw:
@@ -191,6 +200,15 @@ class Rnic:
         self.ud_grh_write = GRH if l.kind == "roce" else 0
         self.line_rate = l.rate
         self._cnp_last: dict = {}       # (nic id, qpn) of a sender -> time of its last CNP
+        # Send scheduler (tx_arbitration message): flow (a QP for its requests, its qpn
+        # for its responses) -> deque of (ready, emit, args) of the messages waiting for
+        # the wire; the flows with any, in round-robin order; the time of the next pull of
+        # the wire (None: none scheduled).
+        self.tx_rr = n.tx_arbitration == "message"
+        self._txq: dict = {}
+        self._ring: deque = deque()
+        self._pull_at = None
+        self._tx_last = None            # the flow that sent last
 
     # ----------------------------------------------------------------- resources
     def create_qp(self, qtype: str, send_cq: Cq, recv_cq: Cq) -> QpHw:
@@ -363,6 +381,23 @@ class Rnic:
         cc = qp.cc
         if cc is not None:
             ready, tail = self._pace(cc, ready, tail, wire, npk, length)
+        if self.tx_rr and self._must_wait(path[0], ready, qp.prio):
+            self._wait_wire(qp, ready, self._emit_request,
+                            (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
+            return
+        self._tx_last = qp
+        self._emit_request(ready, qp, wr, msg, path, dst_id, ready, tail, wire, npk, length)
+
+    def _emit_request(self, t: float, qp: QpHw, wr: WorkRequest, msg: "_Msg", path,
+                      dst_id: int, ready: float, tail: float, wire: int, npk: int,
+                      length: int) -> None:
+        """Put request ``msg`` on the wire, not before ``t`` [ns], and schedule its arrival."""
+        fab = self.fabric
+        qtype = qp.type
+        if ready < t:
+            ready = t
+        if tail < ready:
+            tail = ready
         pkt = msg if self.dcqcn else None
         if npk > 1:
             arrive = transmit(path, ready, wire, tail, min(length, self.mtu) + self.pkt_ovh,
@@ -391,6 +426,91 @@ class Rnic:
             t_sent = (ready if ready > tail else tail) + wire * self.ns_per_byte_in
             t_cqe = self.pcie.dma_write(t_sent, self.p.cqe_size)
             self._complete(qp, wr, SUCCESS, t_cqe, length)
+
+    # ----------------------------------------------------------------- send scheduler
+    # The scheduler commits a message to the wire (books it on the fabric) at most one
+    # MTU packet's wire time (LinkDir.quantum) before the wire frees for it: the next
+    # packet is prepared while the current one is serialised, and a message that becomes
+    # ready later waits for the next turn. Within that window the order is round robin.
+    def _free_at(self, eg, t: float, prio: int) -> float:
+        """The first time from ``t`` [ns] on when the egress ``eg`` is neither sending
+        nor paused for ``prio``."""
+        ps = eg.pstate.get(prio) if eg.pstate else None
+        while True:
+            t2 = eg.cal.start_if_booked(t, 0.0)
+            if ps is not None:
+                t2 = ps.paused.start_if_booked(t2, 0.0)
+            if t2 == t:
+                return t
+            t = t2
+
+    def _must_wait(self, eg, ready: float, prio: int) -> bool:
+        """Whether a message ready at ``ready`` [ns] goes to the send scheduler: other
+        messages wait, or the wire is not free within one packet's time of ``ready``."""
+        if self._txq:
+            return True
+        return self._free_at(eg, ready, prio) - ready > eg.quantum
+
+    def _wait_wire(self, flow, ready: float, emit, args: tuple) -> None:
+        """Queue a message of ``flow`` ready at ``ready`` [ns] for the send scheduler;
+        ``emit(t, *args)`` puts it on the wire not before ``t``."""
+        q = self._txq.get(flow)
+        if q is None:
+            q = self._txq[flow] = deque()
+            self._ring.append(flow)
+        q.append((ready, emit, args))
+        prio = args[0].prio
+        eg = self.fabric.egress[self.id]
+        self._pull(prio, self._free_at(eg, ready, prio) - eg.quantum)
+
+    def _pull(self, prio: int, at: float) -> None:
+        """Have the scheduler run at ``at`` [ns] (the earliest pull wins)."""
+        now = self.sim.env._now
+        if at < now:
+            at = now
+        if self._pull_at is None or at < self._pull_at:
+            self._pull_at = at
+            self.sim.call_at(at, self._on_pull, prio)
+
+    def _on_pull(self, prio: int) -> None:
+        """Commit waiting messages, taking the QPs round robin (a QP whose head message is
+        not ready by the time the wire frees loses its turn; the QP that sent last goes
+        after the others), while the wire frees within one packet's time."""
+        now = self.sim.env._now
+        if self._pull_at != now:
+            return                  # superseded by an earlier pull
+        self._pull_at = None
+        eg = self.fabric.egress[self.id]
+        w = eg.quantum
+        ring, txq = self._ring, self._txq
+        while txq:
+            free = self._free_at(eg, now, prio)
+            if free - now > w + 1e-6:     # (a pull at free - w rounds either way)
+                self._pull(prio, free - w)
+                return
+            if len(ring) > 1 and ring[0] == self._tx_last:
+                ring.rotate(-1)
+            first = _INF
+            for _ in range(len(ring)):
+                flow = ring[0]
+                ring.rotate(-1)
+                q = txq[flow]
+                ready = q[0][0]
+                if ready <= free:
+                    _, emit, args = q.popleft()
+                    if not q:
+                        del txq[flow]
+                        ring.pop()
+                    self._tx_last = flow
+                    emit(now, *args)
+                    break
+                if ready < first:
+                    first = ready
+            else:
+                # None is ready by the time the wire frees: come back when one is (later
+                # than now, as first > free >= now).
+                self._pull(prio, first)
+                return
 
     def _pace(self, cc: Dcqcn, ready: float, tail: float, wire: int, npk: int,
               length: int) -> tuple[float, float]:
@@ -664,6 +784,20 @@ class Rnic:
                                    resp.wr.length)
             if tail is not None or npk > 1:
                 tail = t2
+        if self.tx_rr and self._must_wait(path[0], ready, qp.prio):
+            self._wait_wire(qp.qpn, ready, self._emit_reply,
+                            (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
+            return
+        self._tx_last = qp.qpn
+        self._emit_reply(ready, qp, req_qp, resp, path, ready, wire, tail, last_pkt)
+
+    def _emit_reply(self, t: float, qp: QpHw, req_qp: QpHw, resp: "_Msg", path,
+                    ready: float, wire: int, tail: float | None, last_pkt: int) -> None:
+        """Put response ``resp`` on the wire, not before ``t`` [ns], and schedule its arrival."""
+        if ready < t:
+            ready = t
+            if tail is not None and tail < ready:
+                tail = ready
         arrive = transmit(path, ready, wire, tail, last_pkt, qp.prio,
                           resp if self.dcqcn else None, resp if last_pkt else None, qp)
         qp.resp_ready = tail if tail is not None and tail > ready else ready
