@@ -160,8 +160,8 @@ class Calendar:
         self.mixed = 0.0        # end of the last booking that is not a lane packet [ns]
         self.busy_ns = 0.0
         # Transfers whose arrival follows from their booking and that packets may
-        # overtake: [start, end, item, src] (see hold); an overtaking packet makes each
-        # one it pushes back later (item.late) by its own duration.
+        # overtake: [start, end, item, src, ready, span, dur] (see hold); an overtaking
+        # packet makes each one it pushes back later (item.late) by its own duration.
         self.held: list = []
         self.rr = None          # _RoundRobin of overtaking flows (reserve_packet's flow)
         self.env = env          # the SimPy environment, for pruning (optional)
@@ -264,6 +264,12 @@ class Calendar:
                                flow)
                 if turn + quantum > s0:
                     s0 = turn + quantum
+            elif src is not None and self.held:
+                # A switch port is first come, first served: the packet goes after the
+                # bytes of held transfers that reached the port before it.
+                q = self._queued(t)
+                if q > quantum:
+                    s0 = t + q
             s = _first_fit(self.pstarts, self.pends, s0, dur)
             if s < cand:
                 if rr is not None:
@@ -301,19 +307,40 @@ class Calendar:
             self.mixed = end
         return cand
 
-    def hold(self, start: float, end: float, item, src=None) -> None:
+    def hold(self, start: float, end: float, item, src=None, ready=None, span: float = 0.0,
+             dur: float = 0.0) -> None:
         """Track a transfer booked over ``[start, end)`` (not as a packet) whose arrival the
         caller has computed from that booking: packets that later overtake it push it
         back, and each adds its duration [ns] to ``item.late`` (a float attribute the
         caller reads when the transfer arrives). ``src``: the pipe it came from; a packet
         from the same pipe that overtakes it here overtook it there already (it fills
-        the hole it made upstream), so it does not make it later twice."""
+        the hole it made upstream), so it does not make it later twice. ``ready``: when
+        its first byte reached this pipe, its bytes arriving evenly over ``span`` [ns]
+        (a multi-packet message at a switch port; None elsewhere), ``dur`` its wire time
+        here [ns]: a packet arriving later queues behind what of it has arrived and not
+        left (:meth:`_queued`)."""
         held = self.held
         if len(held) >= 32 and self.env is not None:
             # Bounded on long runs: transfers that ended before now are never pushed back.
             now = self.env._now
             held = self.held = [r for r in held if r[1] > now]
-        held.append([start, end, item, src])
+        held.append([start, end, item, src, ready, span, dur])
+
+    def _queued(self, t: float) -> float:
+        """Wire time [ns] of the bytes of held transfers that reached this pipe before
+        ``t`` and leave it after ``t``: arrivals even over each one's span from its ready
+        time, departures even over its (stretched) booking."""
+        q = 0.0
+        for r in self.held:
+            a = r[4]
+            if a is None or a >= t or r[1] <= t:
+                continue
+            d, span, s, e = r[6], r[5], r[0], r[1]
+            got = d if span <= 0.0 or t - a >= span else d * (t - a) / span
+            gone = 0.0 if t <= s else d * (t - s) / (e - s)
+            if got > gone:
+                q += got - gone
+        return q
 
     def _push_back(self, s: float, e: float, dur: float, src) -> None:
         """A packet of ``dur`` [ns] from ``src`` ran at ``s`` inside a busy run; what was

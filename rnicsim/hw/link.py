@@ -131,7 +131,7 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
             start = l.cal.reserve_packet(ready, ser, l.quantum, prev)
             end = start + ser
         if track is not None:
-            l.cal.hold(start, end, track, prev)
+            l.cal.hold(start, end, track, prev, ready if split else None, tail - head, ser)
         pfc = l.pfc
         if pfc is None:
             if start > ready:

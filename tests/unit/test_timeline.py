@@ -337,6 +337,33 @@ def test_packets_overtaking_a_bulk_message_make_it_late_by_their_wire_time():
     assert eg.cal.busy_until == pytest.approx(8160.0)
 
 
+def test_a_switch_port_serves_a_packet_after_the_bytes_that_arrived_before_it():
+    """A 40,000-B message (1000-B packets) reaches a 10 Gb/s switch port from a 100 Gb/s
+    link: it arrives in 3200 ns and leaves over 0..32,000 ns. A 1000-B packet from another
+    ingress arriving at 16,000 ns finds 20,000 B of it queued (arrived, not sent) and, first
+    come first served, goes after them: at 32,000 ns, arriving at 32,800 ns. From a 10 Gb/s
+    link nothing of the message is queued (it leaves as it arrives), so the packet waits
+    only for the packet on the wire (one MTU quantum, 4160 B: 3328 ns) and makes the
+    message 800 ns late. Until 2026-11-25 the packet overtook after one quantum in both
+    cases."""
+    def run(up_rate):
+        a = LinkDir("a", up_rate, 0.0)
+        b = LinkDir("b", 100e9, 0.0)
+        a.interleave = b.interleave = False
+        port = LinkDir("port", 10e9, 0.0)
+        bulk = _Held()
+        transmit([a, port], 0.0, 40_000, None, 1000, track=bulk)
+        t = 16_000.0
+        return transmit([b, port], t, 1000), bulk.late
+
+    arrive, late = run(100e9)
+    assert arrive == pytest.approx(32_800.0)
+    assert late == 0.0
+    arrive, late = run(10e9)
+    assert arrive == pytest.approx(16_000.0 + 3328.0 + 800.0)
+    assert late == pytest.approx(800.0)
+
+
 def test_an_overtaking_packet_delays_a_bulk_message_once_along_its_path():
     """Egress then one switch port, both interleaving: a packet that overtook the message
     at the egress comes through the port in the hole it made there; the message is late
