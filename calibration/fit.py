@@ -1069,7 +1069,28 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
     intervals (0: none); ``iterations`` simulator evaluations per least-squares round;
     ``weighting`` ``"points"`` or ``"series"``. Returns the :class:`FitResult`
     (:func:`write_profile` and :mod:`calibration.report` turn it into files); raises
-    :class:`InputError` when no measurement can be read."""
+    :class:`InputError` when no measurement can be read, :class:`TypeError` or
+    :class:`ValueError` naming the argument for arguments of the wrong type or range
+    (``inputs`` may be one path; ``param_names`` must be a list, not a comma string)."""
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    inputs = [str(i) for i in inputs]
+    if not inputs:
+        raise ValueError("calibrate: inputs must name at least one file or directory")
+    if isinstance(param_names, str):
+        raise TypeError("calibrate: param_names must be a list of profile keys such as "
+                        f"['pcie.latency', 'host.mmio'] (or None), got the string {param_names!r}")
+    if param_names is not None and not list(param_names):
+        raise ValueError("calibrate: param_names must hold at least one profile key "
+                         "(None: the defaults)")
+    for arg, v, least in (("bootstrap", bootstrap, 0), ("iterations", iterations, 1),
+                          ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"calibrate: {arg} must be a whole number, got {v!r}")
+        if v < least:
+            raise ValueError(f"calibrate: {arg} must be a whole number >= {least}, got {v!r}")
+    if weighting not in ("points", "series"):
+        raise ValueError(f"calibrate: weighting must be 'points' or 'series', got {weighting!r}")
     log = _Log(quiet)
     t_start = time.perf_counter()
     base = load_profile(base_name)
@@ -1398,6 +1419,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise InputError("command line", "--bootstrap", "a whole number >= 0")
     if a.iterations < 1:
         raise InputError("command line", "--iterations", "a whole number >= 1")
+    if a.seed < 0:      # numpy's generators take no negative seed
+        raise InputError("command line", "--seed", "a whole number >= 0")
     if Path(a.out).suffix not in (".yaml", ".yml"):
         raise InputError("command line", "--out", f"a .yaml file name, got {a.out!r}")
     check_out_file(a.out, "--out")          # before the fit, not after it
@@ -1413,9 +1436,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str]) -> int:
     """Entry point of ``rnicsim calibrate``."""
     argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
+    if not argv:     # like the other commands: missing arguments are a usage error
+        raise InputError("command line", "calibrate", "INPUT... --base P --out F.yaml "
+                         "--report DIR ('rnicsim calibrate --help' describes them)")
     a = parse_args(argv)
     result = calibrate(a.inputs, a.base, a.params, a.bootstrap, a.seed, a.iterations,
                        quiet=a.quiet, weighting=a.weights)

@@ -214,11 +214,18 @@ def _header_pairs(line: str) -> list[tuple[str, str]]:
             for m in _PAIR.finditer(line.strip())]
 
 
-def _int_field(source: str, line: int, key: str, raw: str, expected: str) -> int:
+def _int_field(source: str, line: int, key: str, raw: str, expected: str,
+               minimum: int = 0) -> int:
     m = re.match(r"\s*(\d+)", raw)
-    if not m:
+    if not m or int(m.group(1)) < minimum:
         raise _err(source, line, key, f"{expected}, got {raw!r}")
     return int(m.group(1))
+
+
+#: The path MTUs InfiniBand (and RoCE, which uses the same enum) can have, bytes.
+IB_MTUS = (256, 512, 1024, 2048, 4096)
+#: The largest message an InfiniBand/RoCE operation can carry (IBA: 2^31 bytes).
+MAX_MESSAGE = 1 << 31
 
 
 def _onoff(raw: str) -> bool | None:
@@ -235,7 +242,7 @@ def _apply_header(run: PerftestRun, key: str, raw: str, line: int) -> None:
             raise _err(src, line, key, "a device name such as mlx4_0")
         run.device = first
     elif k == "number of qps":
-        run.qps = _int_field(src, line, key, raw, "a number of QPs")
+        run.qps = _int_field(src, line, key, raw, "a number of QPs >= 1", minimum=1)
     elif k == "transport type":
         run.transport_type = first or None
     elif k == "connection type":
@@ -250,6 +257,9 @@ def _apply_header(run: PerftestRun, key: str, raw: str, line: int) -> None:
         if not re.match(r"\s*\d+\s*(\[B\])?\s*$", raw):
             raise _err(src, line, key, f"an MTU in bytes such as 4096[B], got {raw!r}")
         run.mtu = _int_field(src, line, key, raw, "an MTU in bytes such as 4096[B]")
+        if run.mtu not in IB_MTUS:
+            raise _err(src, line, key, f"an MTU of {', '.join(map(str, IB_MTUS))} bytes, "
+                       f"got {raw!r}")
     elif k == "link type":
         v = first.lower()
         if v in ("ib", "infiniband"):
@@ -330,6 +340,11 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
             table_at = i
             break
         for key, val in _header_pairs(lines[i]):
+            # perftest prints each key once per run; a second, different value (two
+            # pasted headers) would silently win in the run's settings
+            if key in run.header and run.header[key] != val:
+                raise _err(source, i + 1, key, f"one value per run; it was {run.header[key]!r} "
+                           f"before, here {val!r}")
             run.header.setdefault(key, val)
             _apply_header(run, key, val, i + 1)
     if table_at is None:
@@ -359,6 +374,9 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
         nbytes, iters = int(toks[0]), int(toks[1])
         if nbytes <= 0 or iters <= 0:
             raise _err(source, i + 1, "#bytes", "positive #bytes and #iterations")
+        if nbytes > MAX_MESSAGE:
+            raise _err(source, i + 1, "#bytes", f"a message size of at most 2^31 bytes "
+                       f"(the largest RDMA message), got {nbytes}")
         vals = {n: _parse_float(source, i + 1, n, tok) for n, tok in zip(names, toks[2:])}
         if kind == "lat":
             run.rows.append(LatRow(
@@ -440,6 +458,28 @@ class ProbeRun:
         return self.end is not None and self.end.get("status") == "ok"
 
 
+class _Pairs(dict):
+    """A JSON object that remembers the keys given more than once (``object_pairs_hook``)."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        seen: set[str] = set()
+        self.repeated = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+
+
+def _repeated_key(obj: Any, prefix: str = "") -> str | None:
+    """The dotted path of the first repeated key in ``obj`` or its nested objects."""
+    if isinstance(obj, _Pairs) and obj.repeated:
+        return prefix + obj.repeated[0]
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) \
+        else ()
+    for k, v in items:
+        found = _repeated_key(v, f"{prefix}{k}.")
+        if found:
+            return found
+    return None
+
+
 class _Checker:
     def __init__(self, source: str, line: int, obj: dict[str, Any]):
         self.where = f"{source}:{line}"
@@ -492,7 +532,9 @@ def _check_point(c: _Checker) -> None:
     c.str_in("verb", _VERBS)
     c.str_in("transport", _TRANSPORTS)
     c.str_in("method", _METHODS)
-    c.int_("payload", 1)
+    if c.int_("payload", 1) > MAX_MESSAGE:
+        raise c.fail("payload", f"at most 2^31 bytes (the largest RDMA message); "
+                     f"got {c.obj['payload']!r}")
     for k in ("qps", "threads", "depth", "batch", "signal_every", "addresses"):
         c.int_(k, 1)
     c.boolean("inline")
@@ -522,6 +564,12 @@ def _check_measurement(c: _Checker) -> None:
     c.num("elapsed_s")
     c.boolean("truncated")
     method = c.obj["method"]
+    # the probe times SENDs as a ping-pong against the server's echo and every other verb
+    # post to CQE; the fit maps each method to its own experiment, so a mismatch would be
+    # fitted as the wrong one
+    if method != "throughput" and (method == "pingpong") != (c.obj["verb"] == "SEND"):
+        raise c.fail("method", f"{'pingpong' if c.obj['verb'] == 'SEND' else 'post_to_cqe'} "
+                     f"or throughput for a {c.obj['verb']} point; got {method!r}")
     if method == "throughput":
         c.num("mops")
         c.num("gbps")
@@ -553,22 +601,27 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
             continue
         where = f"{source}:{n}"
         try:
-            obj = json.loads(raw)
+            obj = json.loads(raw, object_pairs_hook=_Pairs)
         except json.JSONDecodeError as e:
             raise InputError(where, "", f"one JSON object per line ({e.msg} at column {e.colno})") from None
         if not isinstance(obj, dict):
             raise InputError(where, "", f"a JSON object; got {type(obj).__name__}")
+        repeated = _repeated_key(obj)
+        if repeated:
+            raise InputError(where, repeated, "each key once per object (it repeats; "
+                             "json.loads would silently keep the last value)")
         c = _Checker(source, n, obj)
         typ = c.str_in("type", _TYPES)
         if run is None:
             if typ != "probe":
                 raise c.fail("type", f"the 'probe' header as the first line; got {typ!r}")
             schema = c.get("schema")
-            if schema != PROBE_SCHEMA:
+            if isinstance(schema, bool) or schema != PROBE_SCHEMA:   # True == 1 in Python
                 raise c.fail("schema", f"schema {PROBE_SCHEMA} (this reader); got {schema!r}")
             c.string("probe_version")
-            if "path_mtu" in obj:
-                c.int_("path_mtu", 1)
+            if "path_mtu" in obj and c.int_("path_mtu", 1) not in IB_MTUS:
+                raise c.fail("path_mtu", f"one of {', '.join(map(str, IB_MTUS))} (bytes); "
+                             f"got {obj['path_mtu']!r}")
             run = ProbeRun(source=source, header=obj)
             continue
         if run.end is not None:
@@ -584,7 +637,9 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
                 c.string("name")
             elif typ == "link":
                 c.str_in("link_layer", ("IB", "Ethernet"))
-                c.int_("active_mtu", 1)
+                if c.int_("active_mtu", 1) not in IB_MTUS:
+                    raise c.fail("active_mtu", f"one of {', '.join(map(str, IB_MTUS))} "
+                                 f"(bytes); got {obj['active_mtu']!r}")
             table[role] = obj
         elif typ == "measurement":
             _check_measurement(c)
