@@ -116,7 +116,7 @@ from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_lat
 __all__ = [
     "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "CORO_PARAMS", "Param", "Experiment", "Point", "Unmapped",
     "ParamResult", "FitResult", "resolve_params", "map_measurements", "Simulator",
-    "calibrate", "main",
+    "calibrate", "nic_mismatch_notes", "main",
 ]
 
 #: Continuous parameters fitted by default (physical, from the profile).
@@ -1057,6 +1057,31 @@ def _equal_fit_range(sim: Simulator, values: np.ndarray, j: int, ties: list[int]
     return lo, hi
 
 
+#: NIC models a Mellanox driver's devices can be: mlx4_N is a ConnectX-3 (or older),
+#: mlx5_N a ConnectX-4 or later; other names (RoCE soft devices, other vendors) say nothing.
+_DRIVER_MODELS = {"mlx4": ("ConnectX-3",), "mlx5": ("ConnectX-4", "ConnectX-5")}
+
+
+def nic_mismatch_notes(ms: Sequence[Measurement], base: Profile) -> list[str]:
+    """One note per measured device (perftest ``Device``, the probe client's ``name``)
+    whose driver never drives the base profile's ``nic.model``: the fit then moves only
+    the chosen parameters of another NIC's profile. Not an error, since a user may start
+    from a neighbouring model on purpose, but said in the report and on stderr."""
+    files: dict[str, set[str]] = {}
+    for m in ms:
+        if m.device:
+            files.setdefault(m.device, set()).add(Path(m.source).name)
+    notes = []
+    for dev in sorted(files):
+        models = _DRIVER_MODELS.get(dev.split("_")[0])
+        if models and base.nic.model not in models:
+            notes.append(f"{dev} ({_files_text(sorted(files[dev]))}) is a "
+                         f"{' or '.join(models)}, the base profile {base.name} a "
+                         f"{base.nic.model}: parameters not fitted keep that NIC's values; "
+                         f"a base profile of the measured NIC fits better")
+    return notes
+
+
 def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] | None = None,
               bootstrap: int = 20, seed: int = 1, iterations: int = 20,
               quiet: bool = True, weighting: str = "points") -> FitResult:
@@ -1099,6 +1124,8 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
         raise InputError(", ".join(inputs), "", "at least one measurement (perftest rows or "
                          "probe measurement lines)")
     points, unmapped = map_measurements(ms, base)
+    for note in nic_mismatch_notes(ms, base):
+        log(f"warning: {note}")
     auto = param_names is None
     if auto:
         names = list(DEFAULT_PARAMS)
@@ -1278,7 +1305,7 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
         results.append(r)
     mapped = {(p.source, p.line) for p in points}
     unused = sum(1 for m in ms if (m.source, m.line) in mapped) - len(points)
-    notes: list[str] = []
+    notes = nic_mismatch_notes(ms, base)
     return FitResult(base, results, points, unmapped, base_pred, fit_pred,
                      [str(i) for i in inputs], bootstrap, seed,
                      time.perf_counter() - t_start, sim.runs, sim.sim_seconds, cost_base,

@@ -89,6 +89,7 @@ def summary_lines(result) -> list[str]:
                  f"mapped; rms relative error {math.sqrt(result.cost_base / n):.3f} (base) -> "
                  f"{math.sqrt(result.cost_fit / n):.3f} (fitted); {result.sim_runs} simulator "
                  f"runs, {result.elapsed_s:.0f} s")
+    lines += [f"note: {n}" for n in result.notes]
     return lines
 
 

@@ -171,3 +171,22 @@ def test_calibrate_api_takes_one_path_and_is_deterministic(tmp_path):
     assert runs[0].inputs == [str(f)]
     with pytest.raises(ValueError, match="inputs must name at least one"):
         calibrate([], "cx3-qdr")
+
+
+def test_measurements_of_another_nic_than_the_base_are_noted(capsys, tmp_path):
+    """ConnectX-3 (mlx4_0) data fitted from --base cx5-edr ran without a word; the fit
+    goes on (a neighbouring base may be chosen on purpose) but says so on stderr, in the
+    summary and in the report's notes. A matching base gives no note."""
+    f = tmp_path / "read_lat.txt"
+    f.write_text(READ_LAT)
+    common = [str(f), "--params", "pcie.latency", "--bootstrap", "0", "--iterations", "1"]
+    assert cli(["calibrate", *common, "--base", "cx5-edr", "--out", str(tmp_path / "a.yaml"),
+                "--report", str(tmp_path / "ra")]) == 0
+    out, err = capsys.readouterr()
+    want = "mlx4_0 (read_lat.txt) is a ConnectX-3, the base profile cx5-edr a ConnectX-5"
+    assert want in err and f"note: {want}" in out
+    assert want in (tmp_path / "ra" / "report.md").read_text()
+    assert cli(["calibrate", *common, "--base", "cx3-fdr", "--out", str(tmp_path / "b.yaml"),
+                "--report", str(tmp_path / "rb"), "--quiet"]) == 0
+    assert "ConnectX" not in capsys.readouterr().out
+    assert "## Notes" not in (tmp_path / "rb" / "report.md").read_text()
