@@ -1248,7 +1248,12 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
 
     # Bootstrap over measurements.
     samples = np.tile(fit_values, (0, 1))
-    if bootstrap > 0 and (free or any(disc_ok.values())):
+    # One point resamples to itself: every refit would land on the fitted value and give
+    # a zero-width interval that looks like a perfectly pinned parameter.
+    one_point = bootstrap > 0 and len(points) < 2
+    if one_point:
+        log("bootstrap skipped: one fitted point gives no confidence interval")
+    if bootstrap > 0 and not one_point and (free or any(disc_ok.values())):
         rng = np.random.default_rng(seed)
         Jfree = Jf[:, [cont.index(j) for j in free]] if free else np.zeros((len(points), 0))
         rows_all = []
@@ -1306,6 +1311,9 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
     mapped = {(p.source, p.line) for p in points}
     unused = sum(1 for m in ms if (m.source, m.line) in mapped) - len(points)
     notes = nic_mismatch_notes(ms, base)
+    if one_point:
+        notes.append(f"no confidence intervals: the {bootstrap} bootstrap resamples of one "
+                     "fitted point would all be that point; measure more points")
     return FitResult(base, results, points, unmapped, base_pred, fit_pred,
                      [str(i) for i in inputs], bootstrap, seed,
                      time.perf_counter() - t_start, sim.runs, sim.sim_seconds, cost_base,

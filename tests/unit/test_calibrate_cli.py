@@ -190,3 +190,13 @@ def test_measurements_of_another_nic_than_the_base_are_noted(capsys, tmp_path):
                 "--report", str(tmp_path / "rb"), "--quiet"]) == 0
     assert "ConnectX" not in capsys.readouterr().out
     assert "## Notes" not in (tmp_path / "rb" / "report.md").read_text()
+
+
+def test_a_single_point_gives_no_confidence_interval(capsys, tmp_path):
+    """Resampling one point gives that point every time: the bootstrap reported a
+    zero-width '121-121 ns' interval, as if the data pinned the value exactly."""
+    f = tmp_path / "one.txt"
+    f.write_text("\n".join(READ_LAT.splitlines()[:11]) + "\n")
+    r = calibrate(str(f), "cx3-qdr", ["pcie.latency"], bootstrap=5, iterations=3)
+    assert len(r.points) == 1 and r.params[0].identified and r.params[0].ci is None
+    assert any("no confidence intervals" in n for n in r.notes)
