@@ -792,7 +792,10 @@ def probe_measurements(run: ProbeRun) -> list[Measurement]:
     return out
 
 
-_TEXT_SUFFIXES = (".txt", ".log", ".out", ".jsonl", ".json")
+# What a directory contributes: perftest text and probe JSON lines. Not ".json": a
+# report's fit.json (``--report`` into the input directory) or any other JSON document
+# is no probe output and would fail the run that reads the directory next.
+_TEXT_SUFFIXES = (".txt", ".log", ".out", ".jsonl")
 
 
 def _expand(paths: Iterable[str | Path]) -> list[Path]:

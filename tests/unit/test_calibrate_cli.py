@@ -200,3 +200,15 @@ def test_a_single_point_gives_no_confidence_interval(capsys, tmp_path):
     r = calibrate(str(f), "cx3-qdr", ["pcie.latency"], bootstrap=5, iterations=3)
     assert len(r.points) == 1 and r.params[0].identified and r.params[0].ci is None
     assert any("no confidence intervals" in n for n in r.notes)
+
+
+def test_report_into_the_input_directory_does_not_break_the_next_run(capsys, tmp_path):
+    """Directories expand to their .txt/.log/.out/.jsonl files, as documented; .json was
+    read too, so the fit.json of a --report written into the input directory made the
+    next run over that directory exit 2 on fit.json:1."""
+    (tmp_path / "read_lat.txt").write_text(READ_LAT)
+    argv = ["calibrate", str(tmp_path), "--base", "cx3-qdr", "--out", str(tmp_path / "a.yaml"),
+            "--report", str(tmp_path), "--params", "pcie.latency", "--bootstrap", "0",
+            "--iterations", "1", "--quiet"]
+    assert cli(argv) == 0 and (tmp_path / "fit.json").is_file()
+    assert cli(argv) == 0, capsys.readouterr().err
