@@ -286,6 +286,14 @@ def _parse_float(source: str, line: int, key: str, tok: str) -> float:
     return v
 
 
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
 def _lat_columns(source: str, line: int, cols: str) -> list[str]:
     names = []
     pos = 0
@@ -365,7 +373,14 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
     for i in range(table_at + 1, end):
         ln = lines[i]
         if not _ROW.match(ln):
-            continue  # separators, warnings, prompts, blank lines
+            # separators, warnings, prompts, blank lines; but a line of a row's width whose
+            # values are numbers is a row with a garbled #bytes or #iterations, not noise
+            toks = ln.split()
+            if len(toks) == 2 + len(names) and sum(map(_is_number, toks[2:])) == len(names):
+                key = "#bytes" if not toks[0].isdigit() else "#iterations"
+                bad = toks[0] if key == "#bytes" else toks[1]
+                raise _err(source, i + 1, key, f"a whole number, got {bad!r}")
+            continue
         toks = ln.split()
         if len(toks) != 2 + len(names):
             raise _err(source, i + 1, "row",

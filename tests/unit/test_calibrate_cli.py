@@ -212,3 +212,13 @@ def test_report_into_the_input_directory_does_not_break_the_next_run(capsys, tmp
             "--iterations", "1", "--quiet"]
     assert cli(argv) == 0 and (tmp_path / "fit.json").is_file()
     assert cli(argv) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("new,key,bad", [(" 6a4      1000 ", "#bytes", "6a4"),
+                                         (" 64      1O00 ", "#iterations", "1O00")])
+def test_perftest_row_with_a_garbled_size_is_refused_not_skipped(new, key, bad):
+    """A table line that starts with no whole number was skipped as if it were a
+    warning, silently dropping the row; a line of a row's width whose values are numbers
+    is a row."""
+    assert _refused(READ_LAT.replace(" 64      1000 ", new, 1), parse_perftest_runs, "12",
+                    key) == f"a whole number, got {bad!r}"
