@@ -413,7 +413,10 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
 
 
 def parse_perftest_runs(text: str, source: str = "<perftest>") -> list[PerftestRun]:
-    """Every perftest run in ``text``, in file order."""
+    """Every perftest run in ``text`` (the output of one or more ``ib_*_{lat,bw}`` runs),
+    in file order. Row times are microseconds, bandwidths Gb/s (10^9 bit/s), message
+    rates Mpps; ``source`` names the text in errors. Raises :class:`InputError`
+    (``source:line``, the column or header key) for malformed or impossible output."""
     if not isinstance(text, str):
         raise InputError(source, "", "perftest output as text")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -607,7 +610,11 @@ def _check_measurement(c: _Checker) -> None:
 
 
 def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
-    """Parse and validate rnicsim-probe output (see calibration/probe/SCHEMA.md)."""
+    """Parse and validate rnicsim-probe JSON lines (``calibration/probe/SCHEMA.md``) into
+    a :class:`ProbeRun`; values keep the schema's units (``lat_us`` microseconds, ``mops``
+    10^6 operations/s, ``gbps`` 10^9 bit/s, ``elapsed_s`` seconds, sizes bytes). Unknown
+    keys are ignored (the schema's rule); a missing, repeated, wrongly typed or impossible
+    one raises :class:`InputError` naming ``source:line`` and the key path."""
     if not isinstance(text, str):
         raise InputError(source, "", "probe JSON lines as text")
     run: ProbeRun | None = None
@@ -832,8 +839,10 @@ def _expand(paths: Iterable[str | Path]) -> list[Path]:
 
 def load_measurements(paths: Iterable[str | Path]) -> list[Measurement]:
     """Read perftest outputs and probe JSON-lines files (directories are expanded to their
-    .txt/.log/.out/.jsonl files) into one list of :class:`Measurement`. The format is told
-    by content: a first non-blank line starting with '{' is probe output."""
+    .txt/.log/.out/.jsonl files; one path may be given alone) into one list of
+    :class:`Measurement` (latency in us, bandwidth in Gb/s, message rate in Mops, sizes in
+    bytes). The format is told by content: a first non-blank line starting with '{' is
+    probe output. Raises :class:`InputError` naming the file (and line and key)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     out: list[Measurement] = []
