@@ -848,13 +848,23 @@ def load_measurements(paths: Iterable[str | Path]) -> list[Measurement]:
     out: list[Measurement] = []
     for path in _expand(paths):
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            data = path.read_bytes()
         except OSError as e:
             raise InputError(str(path), "", f"a readable file ({e.strerror})") from None
+        bad = None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            # perftest pastes may carry another encoding in prompts and comments, which
+            # the parser skips; a probe file is UTF-8 (SCHEMA.md), so a bad byte there is
+            # a damaged file, not a character to replace inside a value
+            text, bad = data.decode("utf-8", errors="replace"), e
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
         if first.lstrip().startswith("{"):
+            if bad is not None:
+                line = data[:bad.start].count(b"\n") + 1
+                raise InputError(f"{path}:{line}", "", f"UTF-8 text (byte 0x{data[bad.start]:02x} "
+                                 "is not; rnicsim-probe writes UTF-8)")
             out.extend(probe_measurements(parse_probe_jsonl(text, str(path))))
         else:
             for run in parse_perftest_runs(text, str(path)):

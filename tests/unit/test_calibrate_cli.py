@@ -222,3 +222,17 @@ def test_perftest_row_with_a_garbled_size_is_refused_not_skipped(new, key, bad):
     is a row."""
     assert _refused(READ_LAT.replace(" 64      1000 ", new, 1), parse_perftest_runs, "12",
                     key) == f"a whole number, got {bad!r}"
+
+
+def test_probe_file_that_is_not_utf8_is_refused(tmp_path):
+    """A damaged byte in a probe file was replaced by U+FFFD and the line accepted."""
+    from calibration.parsers import load_measurements
+
+    f = tmp_path / "probe.jsonl"
+    point = json.dumps({**POINT, "page_backing": "b\u00e4se"}, ensure_ascii=False)
+    text = _probe(HEADER, LINK, point, END)
+    f.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputError, match=r"probe.jsonl:3: UTF-8 text \(byte 0xe4"):
+        load_measurements(f)
+    f.write_text(text, encoding="utf-8")
+    assert len(load_measurements(f)) == 7
