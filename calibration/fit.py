@@ -1471,7 +1471,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str]) -> int:
     """Entry point of ``rnicsim calibrate``."""
     argv = list(argv)
-    if argv and argv[0] in ("-h", "--help"):
+    if any(a in ("-h", "--help") for a in argv):     # anywhere, as argparse's own --help
         print(__doc__)
         return 0
     if not argv:     # like the other commands: missing arguments are a usage error

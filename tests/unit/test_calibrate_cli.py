@@ -137,6 +137,10 @@ def test_no_arguments_is_a_usage_error(capsys):
     assert cli(["calibrate"]) == 2
     assert "--base" in capsys.readouterr().err
     assert cli(["calibrate", "--help"]) == 0
+    capsys.readouterr()
+    # after other arguments too (it said "the following arguments are required", exit 2)
+    assert cli(["calibrate", "probe.jsonl", "--help"]) == 0
+    assert "--base PROFILE" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("kw,exc,match", [
