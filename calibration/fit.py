@@ -1419,8 +1419,10 @@ def _dump_with_units(model: ProfileModel) -> dict[str, Any]:
     return raw
 
 
-def write_profile(result: FitResult, out: Path) -> None:
-    """Write the fitted profile atomically (validated before it replaces ``out``)."""
+def write_profile(result: FitResult, out: str | Path) -> None:
+    """Write the fitted profile atomically (validated before it replaces ``out``, a path
+    or str; the profile's ``name`` is its file stem)."""
+    out = Path(out)
     text = profile_text(result, out.stem)
     try:
         ProfileModel.model_validate(yaml.safe_load(text))

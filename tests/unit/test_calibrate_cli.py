@@ -240,3 +240,18 @@ def test_probe_file_that_is_not_utf8_is_refused(tmp_path):
         load_measurements(f)
     f.write_text(text, encoding="utf-8")
     assert len(load_measurements(f)) == 7
+
+
+def test_writers_take_str_paths(tmp_path):
+    """The README's ``write_profile(result, out)`` failed with AttributeError on a str."""
+    from calibration.fit import write_profile
+    from calibration.report import write_report
+    from rnicsim.profile import load_profile
+
+    f = tmp_path / "read_lat.txt"
+    f.write_text(READ_LAT)
+    r = calibrate(str(f), "cx3-qdr", ["pcie.latency"], bootstrap=0, iterations=2)
+    write_profile(r, str(tmp_path / "mine.yaml"))
+    write_report(r, str(tmp_path / "rep"), str(tmp_path / "mine.yaml"))
+    assert load_profile(str(tmp_path / "mine.yaml")).name == "mine"
+    assert "mine.yaml" in (tmp_path / "rep" / "report.md").read_text()
