@@ -450,6 +450,7 @@ _TYPES = ("probe", "device", "link", "host", "measurement", "skip", "switch", "e
 _SWEEPS = ("lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline", "atomics",
            "pages", "coro")
 _CQ_LAYOUTS = ("shared", "per_qp")
+_SWITCH_IMPLS = ("asm", "ucontext")
 _VERBS = ("READ", "WRITE", "SEND", "CAS", "FAA")
 _TRANSPORTS = ("RC", "UC", "UD")
 _METHODS = ("post_to_cqe", "pingpong", "throughput")
@@ -568,7 +569,7 @@ def _check_point(c: _Checker) -> None:
         # one posting thread, coroutine k on QP k, one signaled WR in flight per coroutine
         k = c.int_("coroutines", 1)
         c.str_in("cq_layout", _CQ_LAYOUTS)
-        c.string("switch_impl")
+        c.str_in("switch_impl", _SWITCH_IMPLS)
         for key, want in (("qps", k), ("threads", 1), ("depth", 1), ("batch", 1),
                           ("signal_every", 1)):
             if c.obj[key] != want:
@@ -671,7 +672,7 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
             c.string("reason")
             run.skips.append({**obj, "_line": n})
         elif typ == "switch":
-            c.string("switch_impl")
+            c.str_in("switch_impl", _SWITCH_IMPLS)
             c.int_("coroutines", 1)
             c.int_("iters", 1)
             c.num("elapsed_s")

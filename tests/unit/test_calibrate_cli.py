@@ -255,3 +255,12 @@ def test_writers_take_str_paths(tmp_path):
     write_report(r, str(tmp_path / "rep"), str(tmp_path / "mine.yaml"))
     assert load_profile(str(tmp_path / "mine.yaml")).name == "mine"
     assert "mine.yaml" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_probe_switch_impl_is_one_of_the_schemas():
+    """SCHEMA.md: ``switch_impl`` is ``asm`` or ``ucontext``; any string was accepted."""
+    sw = {"type": "switch", "switch_impl": "asm", "coroutines": 2, "iters": 1000000,
+          "elapsed_s": 0.0231, "ns_per_switch": 23.1}
+    assert len(parse_probe_jsonl(_probe(HEADER, LINK, sw, END)).switches) == 1
+    assert "asm, ucontext" in _refused(_probe(HEADER, LINK, {**sw, "switch_impl": "boost"},
+                                              END), parse_probe_jsonl, "3", "switch_impl")
