@@ -681,6 +681,12 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
             run.switches.append({**obj, "_line": n})
         else:  # end
             c.str_in("status", ("ok", "interrupted", "error"))
+            # the probe counts the lines it wrote; fewer here means lines were lost (an
+            # edited or partly copied file), which would otherwise go unnoticed
+            for key, have in (("points", len(run.measurements)), ("skipped", len(run.skips))):
+                if key in obj and c.int_(key, 0) != have:
+                    raise c.fail(key, f"the number of {'measurement' if key == 'points' else 'skip'}"
+                                 f" lines before it ({have}); got {obj[key]!r}")
             run.end = obj
     if run is None:
         raise InputError(source, "", "rnicsim-probe JSON lines starting with a 'probe' header")

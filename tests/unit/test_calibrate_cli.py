@@ -261,6 +261,16 @@ def test_probe_switch_impl_is_one_of_the_schemas():
     """SCHEMA.md: ``switch_impl`` is ``asm`` or ``ucontext``; any string was accepted."""
     sw = {"type": "switch", "switch_impl": "asm", "coroutines": 2, "iters": 1000000,
           "elapsed_s": 0.0231, "ns_per_switch": 23.1}
-    assert len(parse_probe_jsonl(_probe(HEADER, LINK, sw, END)).switches) == 1
+    end = {**END, "points": 0}       # switch lines are not points
+    assert len(parse_probe_jsonl(_probe(HEADER, LINK, sw, end)).switches) == 1
     assert "asm, ucontext" in _refused(_probe(HEADER, LINK, {**sw, "switch_impl": "boost"},
-                                              END), parse_probe_jsonl, "3", "switch_impl")
+                                              end), parse_probe_jsonl, "3", "switch_impl")
+
+
+def test_probe_end_line_counts_must_match_the_lines():
+    """The end line counts the measurement and skip lines the probe wrote; a file with
+    lines lost (edited, partly copied) was read without a word."""
+    _refused(_probe(HEADER, LINK, POINT, {**END, "points": 2}), parse_probe_jsonl, "4",
+             "points")
+    _refused(_probe(HEADER, LINK, POINT, {**END, "skipped": 1}), parse_probe_jsonl, "4",
+             "skipped")
