@@ -116,7 +116,7 @@ from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_lat
 __all__ = [
     "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "CORO_PARAMS", "Param", "Experiment", "Point", "Unmapped",
     "ParamResult", "FitResult", "resolve_params", "map_measurements", "Simulator",
-    "calibrate", "main",
+    "calibrate", "nic_mismatch_notes", "main",
 ]
 
 #: Continuous parameters fitted by default (physical, from the profile).
@@ -1057,6 +1057,31 @@ def _equal_fit_range(sim: Simulator, values: np.ndarray, j: int, ties: list[int]
     return lo, hi
 
 
+#: NIC models a Mellanox driver's devices can be: mlx4_N is a ConnectX-3 (or older),
+#: mlx5_N a ConnectX-4 or later; other names (RoCE soft devices, other vendors) say nothing.
+_DRIVER_MODELS = {"mlx4": ("ConnectX-3",), "mlx5": ("ConnectX-4", "ConnectX-5")}
+
+
+def nic_mismatch_notes(ms: Sequence[Measurement], base: Profile) -> list[str]:
+    """One note per measured device (perftest ``Device``, the probe client's ``name``)
+    whose driver never drives the base profile's ``nic.model``: the fit then moves only
+    the chosen parameters of another NIC's profile. Not an error, since a user may start
+    from a neighbouring model on purpose, but said in the report and on stderr."""
+    files: dict[str, set[str]] = {}
+    for m in ms:
+        if m.device:
+            files.setdefault(m.device, set()).add(Path(m.source).name)
+    notes = []
+    for dev in sorted(files):
+        models = _DRIVER_MODELS.get(dev.split("_")[0])
+        if models and base.nic.model not in models:
+            notes.append(f"{dev} ({_files_text(sorted(files[dev]))}) is a "
+                         f"{' or '.join(models)}, the base profile {base.name} a "
+                         f"{base.nic.model}: parameters not fitted keep that NIC's values; "
+                         f"a base profile of the measured NIC fits better")
+    return notes
+
+
 def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] | None = None,
               bootstrap: int = 20, seed: int = 1, iterations: int = 20,
               quiet: bool = True, weighting: str = "points") -> FitResult:
@@ -1069,7 +1094,28 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
     intervals (0: none); ``iterations`` simulator evaluations per least-squares round;
     ``weighting`` ``"points"`` or ``"series"``. Returns the :class:`FitResult`
     (:func:`write_profile` and :mod:`calibration.report` turn it into files); raises
-    :class:`InputError` when no measurement can be read."""
+    :class:`InputError` when no measurement can be read, :class:`TypeError` or
+    :class:`ValueError` naming the argument for arguments of the wrong type or range
+    (``inputs`` may be one path; ``param_names`` must be a list, not a comma string)."""
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    inputs = [str(i) for i in inputs]
+    if not inputs:
+        raise ValueError("calibrate: inputs must name at least one file or directory")
+    if isinstance(param_names, str):
+        raise TypeError("calibrate: param_names must be a list of profile keys such as "
+                        f"['pcie.latency', 'host.mmio'] (or None), got the string {param_names!r}")
+    if param_names is not None and not list(param_names):
+        raise ValueError("calibrate: param_names must hold at least one profile key "
+                         "(None: the defaults)")
+    for arg, v, least in (("bootstrap", bootstrap, 0), ("iterations", iterations, 1),
+                          ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"calibrate: {arg} must be a whole number, got {v!r}")
+        if v < least:
+            raise ValueError(f"calibrate: {arg} must be a whole number >= {least}, got {v!r}")
+    if weighting not in ("points", "series"):
+        raise ValueError(f"calibrate: weighting must be 'points' or 'series', got {weighting!r}")
     log = _Log(quiet)
     t_start = time.perf_counter()
     base = load_profile(base_name)
@@ -1078,6 +1124,8 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
         raise InputError(", ".join(inputs), "", "at least one measurement (perftest rows or "
                          "probe measurement lines)")
     points, unmapped = map_measurements(ms, base)
+    for note in nic_mismatch_notes(ms, base):
+        log(f"warning: {note}")
     auto = param_names is None
     if auto:
         names = list(DEFAULT_PARAMS)
@@ -1200,7 +1248,12 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
 
     # Bootstrap over measurements.
     samples = np.tile(fit_values, (0, 1))
-    if bootstrap > 0 and (free or any(disc_ok.values())):
+    # One point resamples to itself: every refit would land on the fitted value and give
+    # a zero-width interval that looks like a perfectly pinned parameter.
+    one_point = bootstrap > 0 and len(points) < 2
+    if one_point:
+        log("bootstrap skipped: one fitted point gives no confidence interval")
+    if bootstrap > 0 and not one_point and (free or any(disc_ok.values())):
         rng = np.random.default_rng(seed)
         Jfree = Jf[:, [cont.index(j) for j in free]] if free else np.zeros((len(points), 0))
         rows_all = []
@@ -1257,7 +1310,10 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
         results.append(r)
     mapped = {(p.source, p.line) for p in points}
     unused = sum(1 for m in ms if (m.source, m.line) in mapped) - len(points)
-    notes: list[str] = []
+    notes = nic_mismatch_notes(ms, base)
+    if one_point:
+        notes.append(f"no confidence intervals: the {bootstrap} bootstrap resamples of one "
+                     "fitted point would all be that point; measure more points")
     return FitResult(base, results, points, unmapped, base_pred, fit_pred,
                      [str(i) for i in inputs], bootstrap, seed,
                      time.perf_counter() - t_start, sim.runs, sim.sim_seconds, cost_base,
@@ -1363,8 +1419,10 @@ def _dump_with_units(model: ProfileModel) -> dict[str, Any]:
     return raw
 
 
-def write_profile(result: FitResult, out: Path) -> None:
-    """Write the fitted profile atomically (validated before it replaces ``out``)."""
+def write_profile(result: FitResult, out: str | Path) -> None:
+    """Write the fitted profile atomically (validated before it replaces ``out``, a path
+    or str; the profile's ``name`` is its file stem)."""
+    out = Path(out)
     text = profile_text(result, out.stem)
     try:
         ProfileModel.model_validate(yaml.safe_load(text))
@@ -1398,6 +1456,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise InputError("command line", "--bootstrap", "a whole number >= 0")
     if a.iterations < 1:
         raise InputError("command line", "--iterations", "a whole number >= 1")
+    if a.seed < 0:      # numpy's generators take no negative seed
+        raise InputError("command line", "--seed", "a whole number >= 0")
     if Path(a.out).suffix not in (".yaml", ".yml"):
         raise InputError("command line", "--out", f"a .yaml file name, got {a.out!r}")
     check_out_file(a.out, "--out")          # before the fit, not after it
@@ -1413,9 +1473,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str]) -> int:
     """Entry point of ``rnicsim calibrate``."""
     argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if any(a in ("-h", "--help") for a in argv):     # anywhere, as argparse's own --help
         print(__doc__)
         return 0
+    if not argv:     # like the other commands: missing arguments are a usage error
+        raise InputError("command line", "calibrate", "INPUT... --base P --out F.yaml "
+                         "--report DIR ('rnicsim calibrate --help' describes them)")
     a = parse_args(argv)
     result = calibrate(a.inputs, a.base, a.params, a.bootstrap, a.seed, a.iterations,
                        quiet=a.quiet, weighting=a.weights)

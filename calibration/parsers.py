@@ -214,11 +214,18 @@ def _header_pairs(line: str) -> list[tuple[str, str]]:
             for m in _PAIR.finditer(line.strip())]
 
 
-def _int_field(source: str, line: int, key: str, raw: str, expected: str) -> int:
+def _int_field(source: str, line: int, key: str, raw: str, expected: str,
+               minimum: int = 0) -> int:
     m = re.match(r"\s*(\d+)", raw)
-    if not m:
+    if not m or int(m.group(1)) < minimum:
         raise _err(source, line, key, f"{expected}, got {raw!r}")
     return int(m.group(1))
+
+
+#: The path MTUs InfiniBand (and RoCE, which uses the same enum) can have, bytes.
+IB_MTUS = (256, 512, 1024, 2048, 4096)
+#: The largest message an InfiniBand/RoCE operation can carry (IBA: 2^31 bytes).
+MAX_MESSAGE = 1 << 31
 
 
 def _onoff(raw: str) -> bool | None:
@@ -235,7 +242,7 @@ def _apply_header(run: PerftestRun, key: str, raw: str, line: int) -> None:
             raise _err(src, line, key, "a device name such as mlx4_0")
         run.device = first
     elif k == "number of qps":
-        run.qps = _int_field(src, line, key, raw, "a number of QPs")
+        run.qps = _int_field(src, line, key, raw, "a number of QPs >= 1", minimum=1)
     elif k == "transport type":
         run.transport_type = first or None
     elif k == "connection type":
@@ -250,6 +257,9 @@ def _apply_header(run: PerftestRun, key: str, raw: str, line: int) -> None:
         if not re.match(r"\s*\d+\s*(\[B\])?\s*$", raw):
             raise _err(src, line, key, f"an MTU in bytes such as 4096[B], got {raw!r}")
         run.mtu = _int_field(src, line, key, raw, "an MTU in bytes such as 4096[B]")
+        if run.mtu not in IB_MTUS:
+            raise _err(src, line, key, f"an MTU of {', '.join(map(str, IB_MTUS))} bytes, "
+                       f"got {raw!r}")
     elif k == "link type":
         v = first.lower()
         if v in ("ib", "infiniband"):
@@ -274,6 +284,14 @@ def _parse_float(source: str, line: int, key: str, tok: str) -> float:
     if not math.isfinite(v) or v < 0:
         raise _err(source, line, key, f"a finite non-negative number, got {tok!r}")
     return v
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
 
 
 def _lat_columns(source: str, line: int, cols: str) -> list[str]:
@@ -330,6 +348,11 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
             table_at = i
             break
         for key, val in _header_pairs(lines[i]):
+            # perftest prints each key once per run; a second, different value (two
+            # pasted headers) would silently win in the run's settings
+            if key in run.header and run.header[key] != val:
+                raise _err(source, i + 1, key, f"one value per run; it was {run.header[key]!r} "
+                           f"before, here {val!r}")
             run.header.setdefault(key, val)
             _apply_header(run, key, val, i + 1)
     if table_at is None:
@@ -350,7 +373,14 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
     for i in range(table_at + 1, end):
         ln = lines[i]
         if not _ROW.match(ln):
-            continue  # separators, warnings, prompts, blank lines
+            # separators, warnings, prompts, blank lines; but a line of a row's width whose
+            # values are numbers is a row with a garbled #bytes or #iterations, not noise
+            toks = ln.split()
+            if len(toks) == 2 + len(names) and sum(map(_is_number, toks[2:])) == len(names):
+                key = "#bytes" if not toks[0].isdigit() else "#iterations"
+                bad = toks[0] if key == "#bytes" else toks[1]
+                raise _err(source, i + 1, key, f"a whole number, got {bad!r}")
+            continue
         toks = ln.split()
         if len(toks) != 2 + len(names):
             raise _err(source, i + 1, "row",
@@ -359,6 +389,9 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
         nbytes, iters = int(toks[0]), int(toks[1])
         if nbytes <= 0 or iters <= 0:
             raise _err(source, i + 1, "#bytes", "positive #bytes and #iterations")
+        if nbytes > MAX_MESSAGE:
+            raise _err(source, i + 1, "#bytes", f"a message size of at most 2^31 bytes "
+                       f"(the largest RDMA message), got {nbytes}")
         vals = {n: _parse_float(source, i + 1, n, tok) for n, tok in zip(names, toks[2:])}
         if kind == "lat":
             run.rows.append(LatRow(
@@ -380,7 +413,10 @@ def _parse_run(lines: list[str], source: str, t: int, end: int, prev_end: int) -
 
 
 def parse_perftest_runs(text: str, source: str = "<perftest>") -> list[PerftestRun]:
-    """Every perftest run in ``text``, in file order."""
+    """Every perftest run in ``text`` (the output of one or more ``ib_*_{lat,bw}`` runs),
+    in file order. Row times are microseconds, bandwidths Gb/s (10^9 bit/s), message
+    rates Mpps; ``source`` names the text in errors. Raises :class:`InputError`
+    (``source:line``, the column or header key) for malformed or impossible output."""
     if not isinstance(text, str):
         raise InputError(source, "", "perftest output as text")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -414,6 +450,7 @@ _TYPES = ("probe", "device", "link", "host", "measurement", "skip", "switch", "e
 _SWEEPS = ("lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline", "atomics",
            "pages", "coro")
 _CQ_LAYOUTS = ("shared", "per_qp")
+_SWITCH_IMPLS = ("asm", "ucontext")
 _VERBS = ("READ", "WRITE", "SEND", "CAS", "FAA")
 _TRANSPORTS = ("RC", "UC", "UD")
 _METHODS = ("post_to_cqe", "pingpong", "throughput")
@@ -438,6 +475,28 @@ class ProbeRun:
     def complete(self) -> bool:
         """True when the file ends with an ``end`` line of status ``ok`` (the run finished)."""
         return self.end is not None and self.end.get("status") == "ok"
+
+
+class _Pairs(dict):
+    """A JSON object that remembers the keys given more than once (``object_pairs_hook``)."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        seen: set[str] = set()
+        self.repeated = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+
+
+def _repeated_key(obj: Any, prefix: str = "") -> str | None:
+    """The dotted path of the first repeated key in ``obj`` or its nested objects."""
+    if isinstance(obj, _Pairs) and obj.repeated:
+        return prefix + obj.repeated[0]
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) \
+        else ()
+    for k, v in items:
+        found = _repeated_key(v, f"{prefix}{k}.")
+        if found:
+            return found
+    return None
 
 
 class _Checker:
@@ -492,7 +551,9 @@ def _check_point(c: _Checker) -> None:
     c.str_in("verb", _VERBS)
     c.str_in("transport", _TRANSPORTS)
     c.str_in("method", _METHODS)
-    c.int_("payload", 1)
+    if c.int_("payload", 1) > MAX_MESSAGE:
+        raise c.fail("payload", f"at most 2^31 bytes (the largest RDMA message); "
+                     f"got {c.obj['payload']!r}")
     for k in ("qps", "threads", "depth", "batch", "signal_every", "addresses"):
         c.int_(k, 1)
     c.boolean("inline")
@@ -508,7 +569,7 @@ def _check_point(c: _Checker) -> None:
         # one posting thread, coroutine k on QP k, one signaled WR in flight per coroutine
         k = c.int_("coroutines", 1)
         c.str_in("cq_layout", _CQ_LAYOUTS)
-        c.string("switch_impl")
+        c.str_in("switch_impl", _SWITCH_IMPLS)
         for key, want in (("qps", k), ("threads", 1), ("depth", 1), ("batch", 1),
                           ("signal_every", 1)):
             if c.obj[key] != want:
@@ -522,6 +583,12 @@ def _check_measurement(c: _Checker) -> None:
     c.num("elapsed_s")
     c.boolean("truncated")
     method = c.obj["method"]
+    # the probe times SENDs as a ping-pong against the server's echo and every other verb
+    # post to CQE; the fit maps each method to its own experiment, so a mismatch would be
+    # fitted as the wrong one
+    if method != "throughput" and (method == "pingpong") != (c.obj["verb"] == "SEND"):
+        raise c.fail("method", f"{'pingpong' if c.obj['verb'] == 'SEND' else 'post_to_cqe'} "
+                     f"or throughput for a {c.obj['verb']} point; got {method!r}")
     if method == "throughput":
         c.num("mops")
         c.num("gbps")
@@ -544,7 +611,11 @@ def _check_measurement(c: _Checker) -> None:
 
 
 def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
-    """Parse and validate rnicsim-probe output (see calibration/probe/SCHEMA.md)."""
+    """Parse and validate rnicsim-probe JSON lines (``calibration/probe/SCHEMA.md``) into
+    a :class:`ProbeRun`; values keep the schema's units (``lat_us`` microseconds, ``mops``
+    10^6 operations/s, ``gbps`` 10^9 bit/s, ``elapsed_s`` seconds, sizes bytes). Unknown
+    keys are ignored (the schema's rule); a missing, repeated, wrongly typed or impossible
+    one raises :class:`InputError` naming ``source:line`` and the key path."""
     if not isinstance(text, str):
         raise InputError(source, "", "probe JSON lines as text")
     run: ProbeRun | None = None
@@ -553,22 +624,27 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
             continue
         where = f"{source}:{n}"
         try:
-            obj = json.loads(raw)
+            obj = json.loads(raw, object_pairs_hook=_Pairs)
         except json.JSONDecodeError as e:
             raise InputError(where, "", f"one JSON object per line ({e.msg} at column {e.colno})") from None
         if not isinstance(obj, dict):
             raise InputError(where, "", f"a JSON object; got {type(obj).__name__}")
+        repeated = _repeated_key(obj)
+        if repeated:
+            raise InputError(where, repeated, "each key once per object (it repeats; "
+                             "json.loads would silently keep the last value)")
         c = _Checker(source, n, obj)
         typ = c.str_in("type", _TYPES)
         if run is None:
             if typ != "probe":
                 raise c.fail("type", f"the 'probe' header as the first line; got {typ!r}")
             schema = c.get("schema")
-            if schema != PROBE_SCHEMA:
+            if isinstance(schema, bool) or schema != PROBE_SCHEMA:   # True == 1 in Python
                 raise c.fail("schema", f"schema {PROBE_SCHEMA} (this reader); got {schema!r}")
             c.string("probe_version")
-            if "path_mtu" in obj:
-                c.int_("path_mtu", 1)
+            if "path_mtu" in obj and c.int_("path_mtu", 1) not in IB_MTUS:
+                raise c.fail("path_mtu", f"one of {', '.join(map(str, IB_MTUS))} (bytes); "
+                             f"got {obj['path_mtu']!r}")
             run = ProbeRun(source=source, header=obj)
             continue
         if run.end is not None:
@@ -584,7 +660,9 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
                 c.string("name")
             elif typ == "link":
                 c.str_in("link_layer", ("IB", "Ethernet"))
-                c.int_("active_mtu", 1)
+                if c.int_("active_mtu", 1) not in IB_MTUS:
+                    raise c.fail("active_mtu", f"one of {', '.join(map(str, IB_MTUS))} "
+                                 f"(bytes); got {obj['active_mtu']!r}")
             table[role] = obj
         elif typ == "measurement":
             _check_measurement(c)
@@ -594,7 +672,7 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
             c.string("reason")
             run.skips.append({**obj, "_line": n})
         elif typ == "switch":
-            c.string("switch_impl")
+            c.str_in("switch_impl", _SWITCH_IMPLS)
             c.int_("coroutines", 1)
             c.int_("iters", 1)
             c.num("elapsed_s")
@@ -603,6 +681,12 @@ def parse_probe_jsonl(text: str, source: str = "<probe>") -> ProbeRun:
             run.switches.append({**obj, "_line": n})
         else:  # end
             c.str_in("status", ("ok", "interrupted", "error"))
+            # the probe counts the lines it wrote; fewer here means lines were lost (an
+            # edited or partly copied file), which would otherwise go unnoticed
+            for key, have in (("points", len(run.measurements)), ("skipped", len(run.skips))):
+                if key in obj and c.int_(key, 0) != have:
+                    raise c.fail(key, f"the number of {'measurement' if key == 'points' else 'skip'}"
+                                 f" lines before it ({have}); got {obj[key]!r}")
             run.end = obj
     if run is None:
         raise InputError(source, "", "rnicsim-probe JSON lines starting with a 'probe' header")
@@ -737,7 +821,10 @@ def probe_measurements(run: ProbeRun) -> list[Measurement]:
     return out
 
 
-_TEXT_SUFFIXES = (".txt", ".log", ".out", ".jsonl", ".json")
+# What a directory contributes: perftest text and probe JSON lines. Not ".json": a
+# report's fit.json (``--report`` into the input directory) or any other JSON document
+# is no probe output and would fail the run that reads the directory next.
+_TEXT_SUFFIXES = (".txt", ".log", ".out", ".jsonl")
 
 
 def _expand(paths: Iterable[str | Path]) -> list[Path]:
@@ -759,20 +846,32 @@ def _expand(paths: Iterable[str | Path]) -> list[Path]:
 
 def load_measurements(paths: Iterable[str | Path]) -> list[Measurement]:
     """Read perftest outputs and probe JSON-lines files (directories are expanded to their
-    .txt/.log/.out/.jsonl files) into one list of :class:`Measurement`. The format is told
-    by content: a first non-blank line starting with '{' is probe output."""
+    .txt/.log/.out/.jsonl files; one path may be given alone) into one list of
+    :class:`Measurement` (latency in us, bandwidth in Gb/s, message rate in Mops, sizes in
+    bytes). The format is told by content: a first non-blank line starting with '{' is
+    probe output. Raises :class:`InputError` naming the file (and line and key)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     out: list[Measurement] = []
     for path in _expand(paths):
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            data = path.read_bytes()
         except OSError as e:
             raise InputError(str(path), "", f"a readable file ({e.strerror})") from None
+        bad = None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            # perftest pastes may carry another encoding in prompts and comments, which
+            # the parser skips; a probe file is UTF-8 (SCHEMA.md), so a bad byte there is
+            # a damaged file, not a character to replace inside a value
+            text, bad = data.decode("utf-8", errors="replace"), e
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
         if first.lstrip().startswith("{"):
+            if bad is not None:
+                line = data[:bad.start].count(b"\n") + 1
+                raise InputError(f"{path}:{line}", "", f"UTF-8 text (byte 0x{data[bad.start]:02x} "
+                                 "is not; rnicsim-probe writes UTF-8)")
             out.extend(probe_measurements(parse_probe_jsonl(text, str(path))))
         else:
             for run in parse_perftest_runs(text, str(path)):

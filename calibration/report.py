@@ -89,6 +89,7 @@ def summary_lines(result) -> list[str]:
                  f"mapped; rms relative error {math.sqrt(result.cost_base / n):.3f} (base) -> "
                  f"{math.sqrt(result.cost_fit / n):.3f} (fitted); {result.sim_runs} simulator "
                  f"runs, {result.elapsed_s:.0f} s")
+    lines += [f"note: {n}" for n in result.notes]
     return lines
 
 
@@ -203,9 +204,11 @@ def _json(result, table, profile_path: Path | None) -> dict[str, Any]:
     }
 
 
-def write_report(result, out_dir: Path, profile_path: Path | None = None) -> None:
-    """Write the plots, ``report.md`` and ``fit.json`` of a fit into ``out_dir``."""
+def write_report(result, out_dir: str | Path, profile_path: str | Path | None = None) -> None:
+    """Write the plots, ``report.md`` and ``fit.json`` of a fit into ``out_dir`` (a path or
+    str, created if missing); ``profile_path`` is the fitted profile the report names."""
     out_dir = Path(out_dir)
+    profile_path = Path(profile_path) if profile_path is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("series_*.png"):   # plots of an earlier fit into the same DIR
         old.unlink()
