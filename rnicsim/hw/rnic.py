@@ -382,7 +382,7 @@ class Rnic:
         if cc is not None:
             ready, tail = self._pace(cc, ready, tail, wire, npk, length)
         if self.tx_rr and self._must_wait(path[0], ready, qp.prio):
-            self._wait_wire(qp, ready, self._emit_request,
+            self._wait_wire(qp, ready, qp.prio, self._emit_request,
                             (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
             return
         self._tx_last = qp
@@ -451,15 +451,14 @@ class Rnic:
             return True
         return self._free_at(eg, ready, prio) - ready > eg.quantum
 
-    def _wait_wire(self, flow, ready: float, emit, args: tuple) -> None:
-        """Queue a message of ``flow`` ready at ``ready`` [ns] for the send scheduler;
-        ``emit(t, *args)`` puts it on the wire not before ``t``."""
+    def _wait_wire(self, flow, ready: float, prio: int, emit, args: tuple) -> None:
+        """Queue a message of ``flow`` and priority ``prio``, ready at ``ready`` [ns], for
+        the send scheduler; ``emit(t, *args)`` puts it on the wire not before ``t``."""
         q = self._txq.get(flow)
         if q is None:
             q = self._txq[flow] = deque()
             self._ring.append(flow)
         q.append((ready, emit, args))
-        prio = args[0].prio
         eg = self.fabric.egress[self.id]
         self._pull(prio, self._free_at(eg, ready, prio) - eg.quantum)
 
@@ -785,7 +784,7 @@ class Rnic:
             if tail is not None or npk > 1:
                 tail = t2
         if self.tx_rr and self._must_wait(path[0], ready, qp.prio):
-            self._wait_wire(qp.qpn, ready, self._emit_reply,
+            self._wait_wire(qp.qpn, ready, qp.prio, self._emit_reply,
                             (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
             return
         self._tx_last = qp.qpn
