@@ -74,8 +74,10 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     ``path[0]`` is the sender's egress; every later element is a switch output port.
     With ``tail_ready``, the sender has the first packet at ``t`` and the last one (of
     ``last_pkt`` bytes) at ``tail_ready`` (payload still streaming in over PCIe).
-    ``prio`` is the message's priority (RoCE PFC); ``pkt.ecn`` is set when a port marks
-    it (ECN). Reserves each direction ahead (no events are scheduled).
+    ``prio`` is the message's priority (RoCE PFC); when ports mark packets of it (ECN),
+    ``pkt.ecn`` is set to the list of times [ns] at which the marked packets have arrived
+    at the receiver, in order (left untouched when none is marked). Reserves each
+    direction ahead (no events are scheduled).
     ``track`` (an object with a float ``late`` [ns]): a multi-packet message whose
     packets others may overtake on an interleaving direction (a switch port, a NIC egress
     with per-packet arbitration); each overtaking packet adds its serialisation time to
@@ -116,6 +118,8 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     tail = end + first.prop
     prev = first
     prev_end = end
+    marks = None              # indices of the packets some port marked (ECN)
+    npk = 1
     for l in path[1:]:
         ready = head + l.sw_lat
         ser = nbytes * l.ns_per_byte
@@ -141,17 +145,22 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
                 hold = start - l.buffer * l.ns_per_byte
                 if hold > prev_end:
                     prev.cal.block(prev_end, hold)
-        elif l.ecn is not None and pkt is not None and not pkt.ecn:
-            # ECN: the bytes queued ahead of this message at the port (for a message split
-            # over gaps, those interleaved before its last packet).
-            wait = start - ready
-            w2 = end - ready - ser
-            if w2 > wait:
-                wait = w2
-            if wait > 0 and l.ecn.mark(wait / l.ns_per_byte,
-                                       -(-nbytes // last_pkt) if split else 1):
-                pkt.ecn = True
-                l.ecn_marks += 1
+        elif l.ecn is not None and pkt is not None:
+            # ECN, per packet: the bytes queued ahead of the first packet at the port, and
+            # ahead of the last (for a message split over gaps, those interleaved before
+            # it); the packets between see a queue in between.
+            w1 = end - ready - ser
+            if start > ready or w1 > 0:
+                n = -(-nbytes // last_pkt) if split else 1
+                idx = l.ecn.marked((start - ready) / l.ns_per_byte,
+                                   (w1 if w1 > 0 else 0.0) / l.ns_per_byte, n)
+                if idx:
+                    l.ecn_marks += len(idx)
+                    if marks is None:
+                        marks = set(idx)
+                        npk = n
+                    else:
+                        marks.update(idx)
         t_tail = tail + l.sw_lat
         if end < t_tail:
             end = t_tail
@@ -175,4 +184,8 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         tail = end + l.prop
         prev = l
         prev_end = end
+    if marks is not None:
+        # Packet i of n has fully arrived at ~head + (tail - head)(i+1)/n.
+        span = (tail - head) / npk
+        pkt.ecn = [head + span * (i + 1) for i in sorted(marks)]
     return tail

@@ -25,9 +25,10 @@ Scope
       ``MAX_CYCLES`` times). Bytes arriving between ``tx`` and the upstream stopping (in
       flight) fill the headroom; occupancy above ``xoff + headroom`` is counted as
       ``headroom_overflow`` (a drop on real hardware; here it only flags a bad setting).
-    - ECN: an output port marks a message whose queue ahead exceeds ``kmin`` with
-      probability rising linearly to ``pmax`` at ``kmax`` (all above ``kmax``), per packet,
-      drawn from the named stream ``ecn``.
+    - ECN: an output port marks each packet whose queue ahead exceeds ``kmin`` with
+      probability rising linearly to ``pmax`` at ``kmax`` (all above ``kmax``), drawn from
+      the named stream ``ecn`` (:meth:`EcnConfig.marked`); the queue ahead of a message's
+      packets is interpolated from its first packet's to its last's.
 
 Simplifications (see docs/model.md)
     Messages booked on the upstream before a pause was decided keep their booking (except
@@ -42,6 +43,8 @@ port: ``LinkDir.ecn_marks``.
 from __future__ import annotations
 
 from bisect import bisect_right
+
+import numpy as np
 
 from .calendar import Calendar
 
@@ -73,16 +76,29 @@ class EcnConfig:
         self.pmax = pmax
         self.rng = rng
 
-    def mark(self, queued: float, npkts: int) -> bool:
-        """Whether a message of ``npkts`` packets seeing ``queued`` bytes ahead is marked."""
-        if queued <= self.kmin:
-            return False
-        if queued >= self.kmax:
-            return True
-        p = self.pmax * (queued - self.kmin) / (self.kmax - self.kmin)
-        if npkts > 1:
-            p = 1.0 - (1.0 - p) ** npkts
-        return float(self.rng.random()) < p
+    def marked(self, q_first: float, q_last: float, npkts: int) -> list[int]:
+        """Indices (0 .. ``npkts``-1) of the packets of one message this port marks.
+
+        Packet ``i`` sees a queue ahead of it interpolated linearly from ``q_first`` [B]
+        (the first packet) to ``q_last`` [B] (the last); each is marked independently with
+        probability 0 up to ``kmin``, rising linearly to ``pmax`` at ``kmax``, 1 beyond.
+        Draws from ``rng`` only for packets whose probability lies strictly between 0 and 1
+        (a single packet takes one draw, as it always did)."""
+        kmin, kmax = self.kmin, self.kmax
+        if q_first <= kmin and q_last <= kmin:
+            return []
+        if q_first >= kmax and q_last >= kmax:
+            return list(range(npkts))
+        if npkts == 1:
+            q = q_first if q_first > q_last else q_last
+            if q >= kmax:
+                return [0]
+            p = self.pmax * (q - kmin) / (kmax - kmin)
+            return [0] if float(self.rng.random()) < p else []
+        q = np.linspace(q_first, q_last, npkts)
+        p = np.clip(self.pmax * (q - kmin) / (kmax - kmin), 0.0, self.pmax)
+        p[q >= kmax] = 1.0
+        return np.flatnonzero(self.rng.random(npkts) < p).tolist()
 
 
 class PrioState:

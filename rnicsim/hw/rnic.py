@@ -47,9 +47,9 @@ Ports
     ``pcie`` (:class:`~rnicsim.hw.pcie.Pcie`), ``egress`` (first :class:`LinkDir` of every
     route, wired by the fabric), ``fabric.route(src_id, dst_id)`` and ``fabric.nics``.
 
-    - RoCE congestion control (``nic.dcqcn``, off by default): a message an ECN-marking
-      switch port marked makes the receiving NIC send a CNP to the sending QP (at most one
-      per QP per ``cnp_interval``); each QP has a DCQCN reaction point
+    - RoCE congestion control (``nic.dcqcn``, off by default): each packet an ECN-marking
+      switch port marked makes the receiving NIC, when it arrives, send a CNP to the
+      sending QP (at most one per QP per ``cnp_interval``); each QP has a DCQCN reaction point
       (:class:`~rnicsim.hw.dcqcn.Dcqcn`) that paces its requests and READ responses.
       ``QpHw.prio`` is the priority its messages carry (3, PFC class of RDMA traffic).
 
@@ -90,7 +90,8 @@ class QpHw:
                  "pending", "recvs", "last_cqe", "peer", "path", "ack_count", "inflight",
                  "seq", "timeout_ns", "on_error", "ctx_ready", "db_ready", "tx_ready",
                  "arrive_last", "resp_ready", "resp_arrive_last", "waiting", "recv_at",
-                 "prio", "cc", "hold_req", "hold_resp", "shift_req", "shift_resp")
+                 "prio", "cc", "hold_req", "hold_resp", "shift_req", "shift_resp", "seg",
+                 "seg_wait", "rseg", "rseg_wait")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -126,6 +127,14 @@ class QpHw:
         self.waiting = False       # stopped at a CORE-Direct WAIT
         self.prio = 3              # priority (PFC class) of this QP's messages
         self.cc = None             # DCQCN reaction point (RoCE with nic.dcqcn)
+        # A request being sent segment by segment (DCQCN, Rnic._next_segment), and the
+        # requests posted meanwhile, sent after it in order: _send_request arguments.
+        self.seg = None
+        self.seg_wait = None
+        # The same for a multi-packet READ response of this QP and the responses behind it
+        # (_reply arguments).
+        self.rseg = None
+        self.rseg_wait = None
         # When a request of this QP (a response to it) arrived late, by ``shift_*``
         # [ns], because packets overtook it on the way: until ``hold_*``, when it is
         # taken, the QP's later requests (responses) are as late (see Rnic._arrived).
@@ -149,8 +158,37 @@ class _Msg:
         self.data = None
         self.old = 0
         self.wire = 0
-        self.ecn = False      # a switch port marked it (congestion experienced)
+        # Set by link.transmit when switch ports mark packets of it (ECN): the times [ns]
+        # the marked packets reach the receiver; consumed (reset) right after booking.
+        self.ecn = False
         self.late = 0.0       # [ns] packets that overtook it after its arrival was booked
+
+
+class _Seg:
+    """A multi-packet message of a DCQCN QP on its way to the wire, one segment of
+    ``Rnic.seg_pkts`` packets at a time (see :meth:`Rnic._next_segment`): a request of
+    ``qp`` (``req_qp`` None) or a READ response of ``qp`` to ``req_qp``."""
+
+    __slots__ = ("qp", "req_qp", "flow", "wr", "msg", "path", "dst", "head", "tail", "npk",
+                 "length", "ext", "next", "t_free", "live")
+
+    def __init__(self, qp, req_qp, wr, msg, path, dst, head, tail, npk, length,
+                 ext) -> None:
+        self.qp = qp
+        self.req_qp = req_qp
+        self.flow = qp if req_qp is None else qp.qpn     # its send-scheduler flow
+        self.wr = wr
+        self.msg = msg
+        self.path = path
+        self.dst = dst            # the receiving Rnic
+        self.head = head          # [ns] first packet's payload on the NIC (PCIe)
+        self.tail = tail          # [ns] last packet's payload on the NIC
+        self.npk = npk
+        self.length = length      # [B] payload of the whole message
+        self.ext = ext            # [B] extension headers of the first packet
+        self.next = 0             # index of the next packet to send
+        self.t_free = 0.0         # [ns] when the segment sent last has left at line rate
+        self.live = True          # False once sent whole or flushed
 
 
 class Rnic:
@@ -193,6 +231,15 @@ class Rnic:
         self.counters = {"ud_drop": 0, "rnr": 0, "len_err": 0, "qpc_miss": 0, "mtt_miss": 0,
                          "cnp_sent": 0, "cnp_received": 0}
         self.dcqcn = l.kind == "roce" and n.dcqcn
+        # With DCQCN a request longer than this many MTU packets goes to the wire segment
+        # by segment, each paced at the rate its QP has when it is sent, so CNPs that come
+        # while a long message is sent slow down the rest of it. The segment is the
+        # model's resolution of rate changes, not a NIC parameter: the most packets that
+        # take at most a quarter of cnp_interval at line rate (CNPs and rate-timer events
+        # are at least cnp_interval / dcqcn_timer apart), and at least one.
+        self.seg_pkts = max(1, int(n.cnp_interval / 4
+                                   // ((self.mtu + self.pkt_ovh) * 8e9 / l.rate)))
+        self._tx_hold = None            # the QP whose segmented request holds the wire
         # Bytes of GRH a UD receive writes before the payload: a RoCE packet always carries
         # one; an InfiniBand packet inside one subnet has none, and then the first 40 B of
         # the receive buffer are left undefined, not written (IBA vol. 1 rel. 1.4,
@@ -350,6 +397,10 @@ class Rnic:
 
     def _send_request(self, qp: QpHw, wr: WorkRequest, op: int, length: int, npk: int,
                       ready: float, tail: float) -> None:
+        if qp.seg is not None:
+            # A segmented request of this QP is still going out: this one follows it.
+            qp.seg_wait.append((wr, op, length, npk, ready, tail))
+            return
         fab = self.fabric
         qtype = qp.type
         if qtype == UD:
@@ -380,6 +431,12 @@ class Rnic:
                 tail = ready
         cc = qp.cc
         if cc is not None:
+            if npk > self.seg_pkts and qtype != UD:
+                qp.seg = _Seg(qp, None, wr, msg, path, fab.nics[dst_id], ready, tail, npk,
+                              length, ext)
+                qp.seg_wait = []
+                self._next_segment(qp.seg)
+                return
             ready, tail = self._pace(cc, ready, tail, wire, npk, length)
         if self.tx_rr and self._must_wait(path[0], ready, qp.prio):
             self._wait_wire(qp, ready, qp.prio, self._emit_request,
@@ -388,12 +445,107 @@ class Rnic:
         self._tx_last = qp
         self._emit_request(ready, qp, wr, msg, path, dst_id, ready, tail, wire, npk, length)
 
+    def _next_segment(self, st: _Seg) -> None:
+        """Prepare the next segment of a segmented message: its packets' payload times,
+        paced by the QP's DCQCN limiter now, then on to the send scheduler. A segment
+        after the first keeps the wire for its QP when it is ready as the previous one
+        ends (the message goes whole, as without DCQCN); when the limiter holds it back,
+        other QPs' messages may go in the gap."""
+        if not st.live:
+            return                   # the QP broke meanwhile (flushed in _break)
+        qp = st.qp
+        mtu = self.mtu
+        i0 = st.next
+        i1 = i0 + self.seg_pkts
+        if i1 > st.npk:
+            i1 = st.npk
+        n = i1 - i0
+        payload = n * mtu if i1 < st.npk else st.length - i0 * mtu
+        wire = payload + n * self.pkt_ovh + (st.ext if i0 == 0 else 0)
+        # Packet i's payload is on the NIC at head + (tail - head) i / (npk - 1).
+        step = (st.tail - st.head) / (st.npk - 1)
+        ready = st.head + step * i0
+        tail = st.head + step * (i1 - 1)
+        if ready < st.t_free:
+            ready = st.t_free
+        if tail < ready:
+            tail = ready
+        ready, tail = self._pace(qp.cc, ready, tail, wire, n, payload)
+        if self.tx_rr and self._must_wait(st.path[0], ready, qp.prio):
+            self._wait_wire(st.flow, ready, qp.prio, self._emit_segment,
+                            (st, ready, tail, wire, n, payload))
+            return
+        self._tx_last = st.flow
+        self._emit_segment(ready, st, ready, tail, wire, n, payload)
+
+    def _emit_segment(self, t: float, st: _Seg, ready: float, tail: float, wire: int,
+                      n: int, payload: int) -> None:
+        """Put one segment (``n`` packets, ``wire`` bytes) of ``st`` on the wire, not
+        before ``t`` [ns]; the last one completes the message as :meth:`_emit_request`
+        or :meth:`_emit_reply` would."""
+        if not st.live:
+            return
+        qp = st.qp
+        if ready < t:
+            ready = t
+        if tail < ready:
+            tail = ready
+        msg = st.msg
+        path = st.path
+        if n > 1:
+            arrive = transmit(path, ready, wire, tail, min(payload, self.mtu) + self.pkt_ovh,
+                              qp.prio, msg, msg)
+        else:
+            arrive = transmit(path, tail, wire, None, 0, qp.prio, msg, None, qp)
+        if msg.ecn:
+            st.dst._marks_arrive(msg.ecn, qp)
+            msg.ecn = False
+        st.next += n
+        if st.next < st.npk:
+            # The next segment is prepared one packet's time before this one has left
+            # (the scheduler's window), at the limiter's rate of that moment; meanwhile
+            # the QP holds the wire (Rnic._on_pull).
+            eg = path[0]
+            st.t_free = tail + (min(payload, self.mtu) + self.pkt_ovh) * eg.ns_per_byte
+            t_free2 = ready + wire * eg.ns_per_byte
+            if t_free2 > st.t_free:
+                st.t_free = t_free2
+            now = self.sim.env._now
+            at = st.t_free - eg.quantum
+            self.sim.call_at(at if at > now else now, self._next_segment, st)
+            if self.tx_rr:
+                self._tx_hold = st
+            return
+        st.live = False
+        if self._tx_hold is st:
+            self._tx_hold = None
+        if st.req_qp is None:
+            qp.seg = None
+            self._after_request(qp, st.wr, msg, path, st.dst.id, ready, tail, wire,
+                                st.length, arrive)
+            wait = qp.seg_wait
+            qp.seg_wait = None
+            for i, args in enumerate(wait):
+                if qp.seg is not None:
+                    qp.seg_wait.extend(wait[i:])
+                    break
+                self._send_request(qp, *args)
+        else:
+            qp.rseg = None
+            self._after_reply(qp, st.req_qp, msg, path, ready, tail, arrive)
+            wait = qp.rseg_wait
+            qp.rseg_wait = None
+            for i, args in enumerate(wait):
+                if qp.rseg is not None:
+                    qp.rseg_wait.extend(wait[i:])
+                    break
+                self._reply(qp, *args)
+
     def _emit_request(self, t: float, qp: QpHw, wr: WorkRequest, msg: "_Msg", path,
                       dst_id: int, ready: float, tail: float, wire: int, npk: int,
                       length: int) -> None:
         """Put request ``msg`` on the wire, not before ``t`` [ns], and schedule its arrival."""
         fab = self.fabric
-        qtype = qp.type
         if ready < t:
             ready = t
         if tail < ready:
@@ -405,6 +557,18 @@ class Rnic:
         else:
             arrive = transmit(path, ready if ready > tail else tail, wire, None, 0, qp.prio,
                               pkt, None, qp)
+        if pkt is not None and msg.ecn:
+            fab.nics[dst_id]._marks_arrive(msg.ecn, qp)
+            msg.ecn = False
+        self._after_request(qp, wr, msg, path, dst_id, ready, tail, wire, length, arrive)
+
+    def _after_request(self, qp: QpHw, wr: WorkRequest, msg: "_Msg", path, dst_id: int,
+                       ready: float, tail: float, wire: int, length: int,
+                       arrive: float) -> None:
+        """Request ``msg`` is booked to arrive at ``arrive`` [ns] (its last packet having
+        been ready at ``tail``): order, delivery, and what completes it."""
+        fab = self.fabric
+        qtype = qp.type
         if qtype != UD:
             qp.tx_ready = tail if tail > ready else ready
             if arrive < qp.arrive_last:
@@ -487,6 +651,28 @@ class Rnic:
             if free - now > w + 1e-6:     # (a pull at free - w rounds either way)
                 self._pull(prio, free - w)
                 return
+            hold = self._tx_hold
+            if hold is not None:
+                # A segmented message keeps the wire while its next segment is ready as
+                # the previous one ends; held back by its limiter, it loses it.
+                flow = hold.flow
+                q = txq.get(flow)
+                if q is not None:
+                    if q[0][0] <= free:
+                        _, emit, args = q.popleft()
+                        if not q:
+                            del txq[flow]
+                            ring.remove(flow)
+                        self._tx_last = flow
+                        emit(now, *args)
+                        continue
+                elif hold.live and hold.t_free - w <= now + 1e-6:
+                    # Its next segment is prepared at this very time (an event not run
+                    # yet): pull again after it.
+                    self._pull_at = None
+                    self._pull(prio, now)
+                    return
+                self._tx_hold = None
             if len(ring) > 1 and ring[0] == self._tx_last:
                 ring.rotate(-1)
             first = _INF
@@ -525,9 +711,27 @@ class Rnic:
                 tail = lim
         return ready, tail
 
+    def _marks_arrive(self, times: list, src_qp: QpHw) -> None:
+        """Notification point: packets of ``src_qp`` that switch ports marked reach this
+        NIC at ``times`` [ns] (ascending, booked ahead by the sender). One event per mark
+        that could yield a CNP: marks closer than ``cnp_interval`` to the last one kept
+        would be refused by :meth:`_send_cnp` anyway."""
+        gap = self.p.cnp_interval
+        call_at = self.sim.call_at
+        now = self.sim.env._now
+        last = None
+        for t in times:
+            if last is None or t - last >= gap:
+                call_at(t if t > now else now, self._on_mark, src_qp)
+                last = t
+
+    def _on_mark(self, src_qp: QpHw) -> None:
+        if self.up:
+            self._send_cnp(src_qp)
+
     def _send_cnp(self, src_qp: QpHw) -> None:
-        """Notification point: a marked message of ``src_qp`` arrived; CNP unless one was
-        sent to that QP less than ``cnp_interval`` ago."""
+        """Notification point: a marked packet of ``src_qp`` arrived now; CNP unless one
+        was sent to that QP less than ``cnp_interval`` ago."""
         now = self.sim.env._now
         key = (src_qp.nic.id, src_qp.qpn)
         last = self._cnp_last.get(key)
@@ -588,8 +792,6 @@ class Rnic:
                 self.sim.call_at(self.sim.now + req_qp.timeout_ns, req_qp.nic._rc_timeout,
                                  req_qp)
             return
-        if msg.ecn:
-            self._send_cnp(msg.qp)
         sim = self.sim
         now = sim.env._now
         qp = self.qps.get(msg.dst_qpn)
@@ -769,6 +971,10 @@ class Rnic:
 
     def _reply(self, qp: QpHw, req_qp: QpHw, resp: _Msg, ready: float, wire: int,
                tail: float | None = None, last_pkt: int = 0) -> None:
+        if qp.rseg is not None:
+            # A segmented READ response of this QP is still going out: this one follows.
+            qp.rseg_wait.append((req_qp, resp, ready, wire, tail, last_pkt))
+            return
         path = qp.path
         if path is None:
             path = qp.path = self.fabric.route(self.id, req_qp.nic.id)
@@ -779,6 +985,12 @@ class Rnic:
         cc = qp.cc
         if cc is not None and resp.kind == 1:
             npk = resp.npkts
+            if npk > self.seg_pkts:
+                qp.rseg = _Seg(qp, req_qp, resp.wr, resp, path, req_qp.nic, ready,
+                               ready if tail is None else tail, npk, resp.wr.length, AETH)
+                qp.rseg_wait = []
+                self._next_segment(qp.rseg)
+                return
             ready, t2 = self._pace(cc, ready, ready if tail is None else tail, wire, npk,
                                    resp.wr.length)
             if tail is not None or npk > 1:
@@ -799,6 +1011,15 @@ class Rnic:
                 tail = ready
         arrive = transmit(path, ready, wire, tail, last_pkt, qp.prio,
                           resp if self.dcqcn else None, resp if last_pkt else None, qp)
+        if resp.ecn:
+            # Marked READ response packets: the requester's NIC notifies the responder's QP.
+            req_qp.nic._marks_arrive(resp.ecn, qp)
+            resp.ecn = False
+        self._after_reply(qp, req_qp, resp, path, ready, tail, arrive)
+
+    def _after_reply(self, qp: QpHw, req_qp: QpHw, resp: "_Msg", path, ready: float,
+                     tail: float | None, arrive: float) -> None:
+        """Response ``resp`` is booked to arrive at ``arrive`` [ns]: order and delivery."""
         qp.resp_ready = tail if tail is not None and tail > ready else ready
         if arrive < req_qp.resp_arrive_last:
             arrive = req_qp.resp_arrive_last
@@ -837,11 +1058,6 @@ class Rnic:
         if qp.state is ERR:
             return
         now = self.sim.env._now
-        if msg.ecn and qp.peer is not None:
-            # A marked READ response: the CNP goes to the responder's QP.
-            rqp = self.fabric.nics[qp.peer[0]].qps.get(qp.peer[1])
-            if rqp is not None:
-                self._send_cnp(rqp)
         wr = msg.wr
         op = wr.opcode
         t, head = self._serve(qp, msg, self.comp_t[op], now)
@@ -944,6 +1160,14 @@ class Rnic:
             self._complete(qp, qp.inflight[seq], status, t, 0)
             status = WR_FLUSH_ERR
         qp.inflight.clear()
+        if qp.seg is not None:
+            # A segmented request and those waiting behind it never went (whole).
+            qp.seg.live = False
+            self._flush(qp, [qp.seg.wr] + [a[0] for a in qp.seg_wait], t)
+            qp.seg = qp.seg_wait = None
+        if qp.rseg is not None:
+            qp.rseg.live = False            # the requester's retries run out
+            qp.rseg = qp.rseg_wait = None
         self._flush(qp, list(qp.pending), t)
         qp.pending.clear()
         for wr in qp.recvs:

@@ -1,6 +1,8 @@
 """DCQCN reaction point: rate cut on CNPs, recovery once they stop; and end to end on a
 RoCE incast (marks -> CNPs -> slower senders)."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rnicsim.hw.dcqcn import Dcqcn
 from rnicsim.profile import load_profile
@@ -119,3 +121,171 @@ def test_dcqcn_spares_the_victim_of_an_incast_on_a_leaf_spine():
     assert on["victim_slowdown"] < off["victim_slowdown"] / 5
     assert on["pause_time_us"] < off["pause_time_us"] / 2
     assert on["cnps"] > 0 and off["cnps"] == 0
+
+
+def _one_op(size, cnp_at=None, op="WRITE"):
+    """One RC WRITE (or READ) of ``size`` B between two cx3-roce-10g nodes with DCQCN on;
+    with ``cnp_at`` [ns] a CNP arrives then for the QP that sends the data (the writer's,
+    or for a READ the responder's). Returns (completion [ns], that QP's hardware)."""
+    from rnicsim.cluster import Cluster
+    from rnicsim.sim import Simulation
+    from rnicsim.verbs import READ, WRITE, Context, WorkRequest
+
+    prof = load_profile("cx3-roce-10g").with_overrides({"nic.dcqcn": True})
+    sim = Simulation(3)
+    cl = Cluster(sim, prof, 2, 1)
+    ctx = {n: Context(cl, n, 0, cl.nodes[n].thread(0)) for n in range(2)}
+    mr = ctx[0].reg_mr(2 * size)
+    out = {}
+
+    def requester():
+        cq = ctx[1].create_cq()
+        qp = ctx[1].create_qp("RC", cq)
+        peer = ctx[0].create_qp("RC", ctx[0].create_cq())
+        qp.connect(peer)
+        data_qp = (qp if op == "WRITE" else peer)._hw
+        out["qp"] = data_qp
+        if cnp_at is not None:
+            sim.call_at(cnp_at, data_qp.nic._rx_cnp, data_qp)
+        code = WRITE if op == "WRITE" else READ
+        qp.post_send([WorkRequest(code, size, 0, True, False, None, 0, mr.rkey, 0)],
+                     event=False)
+        yield cq.wait()
+        out["done"] = sim.now
+
+    sim.process(requester())
+    sim.run(until=20_000_000)
+    return out["done"], out["qp"]
+
+
+@pytest.mark.parametrize("op", ["WRITE", "READ"])
+def test_a_cnp_during_a_long_message_slows_the_rest_of_it(op):
+    """A 1 MiB WRITE (READ response) takes ~0.9 ms at 10 Gb/s. A CNP at 100 us halves
+    the sending QP's rate (alpha = 1 on the first CNP); each rate-timer period without
+    CNPs then halves the gap to line rate (fast recovery: Rc <- (Rt + Rc)/2), so the
+    message loses T (1/2 + 1/4 + 1/8 + ...) ~ T of wire time, T = dcqcn_timer = 55 us.
+    The model applies the rate segment by segment (at most cnp_interval / 4 of line-rate
+    time each), so the delay is T within two segments. Until 2026-11-25 a message was
+    paced whole when it was sent, and the CNP changed nothing for it."""
+    nic = load_profile("cx3-roce-10g").nic
+    base, _ = _one_op(1 << 20, op=op)
+    late, qp = _one_op(1 << 20, cnp_at=100_000, op=op)
+    seg = nic.cnp_interval / 4
+    assert abs((late - base) - nic.dcqcn_timer) <= 2 * seg
+    assert qp.cc.cnps == 1
+    # a CNP after the message has gone changes nothing for it
+    after, _ = _one_op(1 << 20, cnp_at=base + 1_000, op=op)
+    assert after == base
+
+
+def test_marked_packets_of_long_messages_notify_while_they_arrive():
+    """ECN marks are per packet, and each CNP leaves when its marked packet arrives:
+    eight senders each WRITE one 1 MiB message at once into one 10 GbE port. Each sender
+    gets CNPs all along its message's arrival, at most one per ``cnp_interval``, not one
+    CNP after the whole message (the model until 2026-11-25 marked a message once and
+    notified on its arrival). With the rate applied segment by segment the port is
+    shared: the eight finish within 2x of each other, and the port carried the 8 MiB at
+    no more than its rate."""
+    from rnicsim.cluster import Cluster
+    from rnicsim.sim import Simulation
+    from rnicsim.verbs import WRITE, Context, WorkRequest
+
+    prof = load_profile("cx3-roce-10g").with_overrides({"nic.dcqcn": True})
+    sim = Simulation(3)
+    senders = range(1, 9)
+    cl = Cluster(sim, prof, 9, 1)
+    ctx = {n: Context(cl, n, 0, cl.nodes[n].thread(0)) for n in range(9)}
+    mr = ctx[0].reg_mr(1 << 21)
+    done = {}
+    cnp_at = {n: [] for n in senders}
+
+    def sender(n):
+        cq = ctx[n].create_cq()
+        qp = ctx[n].create_qp("RC", cq)
+        qp.connect(ctx[0].create_qp("RC", ctx[0].create_cq()))
+        nic = qp._hw.nic
+        rx_cnp = nic._rx_cnp
+        nic._rx_cnp = lambda q, n=n: (cnp_at[n].append(sim.now), rx_cnp(q))
+        qp.post_send([WorkRequest(WRITE, 1 << 20, 0, True, False, None, 0, mr.rkey, 0)],
+                     event=False)
+        yield cq.wait()
+        done[n] = sim.now
+
+    for n in senders:
+        sim.process(sender(n))
+    sim.run(until=50_000_000)
+    gap = prof.nic.cnp_interval
+    for n in senders:
+        times = cnp_at[n]
+        assert len(times) >= 5                       # many CNPs for one message
+        assert times[-1] < done[n]                   # ... while it still arrived
+        assert all(b - a >= gap for a, b in zip(times, times[1:]))
+    assert max(done.values()) < 2 * min(done.values())
+    assert min(done.values()) > 4 * (1 << 20) * 8 / 10e9 * 1e9   # shared, not one by one
+    assert max(done.values()) > 8 * (1 << 20) * 8 / 10e9 * 1e9   # the port's rate
+    assert cl.fabric.pfc_stats()["ecn_marks"] > 100   # counted per packet
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50_000), st.integers(0, 3),
+                          st.lists(st.sampled_from([64, 4096, 65536, 262144]),
+                                   min_size=1, max_size=3)),
+                min_size=1, max_size=6),
+       st.lists(st.tuples(st.integers(0, 400_000), st.integers(0, 3)), max_size=6))
+def test_segmented_sending_keeps_every_byte_and_the_order(posts, cnps):
+    """With DCQCN on, over random posts of WRITEs (long ones sent segment by segment) on
+    four QPs of a 10 Gb/s NIC and CNPs at random times: every WRITE completes once, each
+    QP's in posting order, and the egress carries exactly the requests' wire bytes (each
+    packet's headers once, the RETH once per message)."""
+    from rnicsim.cluster import Cluster
+    from rnicsim.hw.wqe import RETH
+    from rnicsim.sim import Simulation
+    from rnicsim.verbs import WRITE, Context, WorkRequest
+
+    prof = load_profile("cx3-roce-10g").with_overrides({"nic.dcqcn": True})
+    sim = Simulation(5)
+    cl = Cluster(sim, prof, 2, 1)
+    c0 = Context(cl, 0, 0, cl.nodes[0].thread(0))
+    c1 = Context(cl, 1, 0, cl.nodes[1].thread(0))
+    cq = c0.create_cq()
+    qps = []
+    for _ in range(4):
+        q = c0.create_qp("RC", cq)
+        q.connect(c1.create_qp("RC", c1.create_cq()))
+        qps.append(q)
+    mr = c1.reg_mr(1 << 20)
+    ids = {i: [] for i in range(4)}
+    seq = iter(range(10 ** 6))
+
+    def poster(t, i, lengths):
+        yield sim.timeout(t)
+        wrs = []
+        for n in lengths:
+            k = next(seq)
+            ids[i].append(k)
+            wrs.append(WorkRequest(WRITE, n, k, True, False, None, 0, mr.rkey, 0))
+        qps[i].post_send(wrs, event=False)
+
+    for t, i, lengths in posts:
+        sim.process(poster(t, i, lengths))
+    total = sum(len(ls) for _, _, ls in posts)
+    wcs = []
+
+    def collector():
+        while len(wcs) < total:
+            wcs.extend((yield cq.wait()))
+
+    sim.process(collector())
+    nic0 = cl.nodes[0].nics[0]
+    for t, i in cnps:
+        sim.call_at(t, nic0._rx_cnp, qps[i]._hw)
+    sim.run()
+    got = {i: [] for i in range(4)}
+    owner = {k: i for i, ks in ids.items() for k in ks}
+    for wc in wcs:
+        assert wc.status == 0
+        got[owner[wc.wr_id]].append(wc.wr_id)
+    assert got == ids
+    mtu, ovh = prof.link.mtu, prof.link.packet_overhead
+    wire = sum(n + max(1, -(-n // mtu)) * ovh + RETH for _, _, ls in posts for n in ls)
+    assert cl.fabric.egress[0].bytes == wire
