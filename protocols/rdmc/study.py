@@ -116,9 +116,10 @@ def _testbed(name: str, profile: str | Profile, link: dict | None, topology: Any
             tb["topology"] if topology is None else topology)
 
 
-def _build(n_nodes: int, prof: Profile, topology: Any, seed: int, **opts) -> tuple:
+def _build(n_nodes: int, prof: Profile, topology: Any, seed: int,
+           cores: int | None = None, **opts) -> tuple:
     sim = Simulation(seed)
-    cl = Cluster(sim, prof, n_nodes, topology=_topology(topology, n_nodes, prof))
+    cl = Cluster(sim, prof, n_nodes, cores=cores, topology=_topology(topology, n_nodes, prof))
     return sim, cl, Rdmc(cl, EngineOptions(**opts))
 
 
@@ -133,20 +134,29 @@ def run_multicast(n: int, size: int, algorithm: str = "binomial-pipeline",
                   block_size: int = MiB, *, testbed: str = "qdr",
                   profile: str | Profile = "cx4-edr", link: dict | None = None,
                   topology: Any = None, seed: int = 1, messages: int = 1,
-                  rack_size: int | None = None, **opts) -> dict:
+                  rack_size: int | None = None, nodes: int | None = None,
+                  cores: int | None = None, **opts) -> dict:
     """Multicast ``messages`` messages of ``size`` B to a group of ``n`` (root included).
 
     ``algorithm`` is a name of :data:`schedules.ALGORITHMS` or ``"mpi"`` (the
-    :mod:`baselines` broadcast). Messages go back to back: the root submits the next one
-    at its local completion. ``opts`` are :class:`EngineOptions` fields.
+    :mod:`baselines` broadcast, which cuts the message into chunks of its own and takes no
+    ``block_size`` or ``rack_size``). Messages go back to back: the root submits the next
+    one at its local completion. The cluster has ``nodes`` nodes (default ``n``; the group
+    is nodes ``0 .. n-1``) with ``cores`` cores each (default: the profile's). ``opts``
+    are :class:`EngineOptions` fields.
     """
+    if algorithm == "mpi" and rack_size is not None:
+        raise ValueError("rack_size applies only to the hybrid algorithm, not 'mpi'")
+    if nodes is not None and nodes < n:
+        raise ValueError(f"nodes must be >= the group size {n}, got {nodes!r}")
     prof, topo = _testbed(testbed, profile, link, topology)
-    sim, cl, eng = _build(n, prof, topo, seed, **opts)
+    sim, cl, eng = _build(n if nodes is None else nodes, prof, topo, seed, cores, **opts)
     members = list(range(n))
     if algorithm == "mpi":
         g = mpi_bcast_group(eng, members, size)
     else:
-        g = eng.create_group(members, block_size, algorithm, rack_size=rack_size)
+        g = eng.create_group(members, block_size, algorithm, rack_size=rack_size,
+                             max_message=max(1 << 31, size))
     start = 10_000.0          # let the group's first ready_for_block writes land
     sim.run(until=start)
     cpu0 = eng.cpu_snapshot()

@@ -148,3 +148,70 @@ def test_inject_delay_in_the_past_is_refused_rather_than_running_time_backwards(
     sim.run(until=1000.0)
     with pytest.raises(ValueError, match="at_ns"):
         eng.inject_delay(1, 500.0, 100.0)
+
+
+# ------------------------------------------------------------------ scenario kinds
+
+_SCENARIO = """version: 1
+name: audit
+description: rdmc audit
+cluster: {cluster}
+workload: {workload}
+run: {{seed: 1}}
+"""
+
+
+def _scenario(tmp_path, workload: str, cluster: str = "{nodes: 8, nic: {profile: cx4-edr}}"):
+    path = tmp_path / "s.yaml"
+    path.write_text(_SCENARIO.format(cluster=cluster, workload=workload))
+    return path
+
+
+@pytest.mark.parametrize("workload, cluster, key", [
+    # rack_size was ignored by every algorithm but hybrid
+    ("{kind: rdmc, algorithm: chain, rack_size: 2}", None, "workload.rack_size"),
+    ("{kind: rdmc, algorithm: mpi, rack_size: 2}", None, "workload.rack_size"),
+    # validated, then a traceback at run time (more than 65,535 blocks)
+    ("{kind: rdmc, message: 100MiB, block: 1KiB}", None, "workload.block"),
+    # ignored: RDMC uses NIC 0 and completion thread 0 of every node
+    ("{kind: rdmc}", "{nodes: 8, nic: {per_node: 2}}", "cluster.nic.per_node"),
+    ("{kind: rdmc}", "{nodes: 8, threads: 4}", "cluster.threads"),
+    # ignored: the studies build the paper's testbeds
+    ("{kind: rdmc_study, study: m1_steps}",
+     "{nodes: 8, topology: {kind: leaf_spine, leaves: 2, spines: 1}}", "cluster.topology"),
+    ("{kind: rdmc_study, study: m1_steps}", "{nodes: 8, cores: 2}", "cluster.cores"),
+])
+def test_validate_names_keys_the_rdmc_kinds_cannot_honour(tmp_path, capsys, workload,
+                                                           cluster, key):
+    from rnicsim.cli import main
+
+    path = _scenario(tmp_path, workload, cluster or "{nodes: 8, nic: {profile: cx4-edr}}")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: {key}:" in err and "Traceback" not in err
+
+
+def test_rdmc_kind_runs_on_the_scenarios_cluster_not_one_of_group_size_nodes(tmp_path):
+    """cluster.nodes was ignored: the cluster had group_size nodes, so a leaf_spine of 4
+    leaves put the 4 members of a 16-node scenario on 4 leaves instead of one; the result
+    must equal the single-leaf run (the members are nodes 0-3, all on leaf 0)."""
+    from rnicsim.runner import run_point
+    from rnicsim.scenario import load_scenario
+
+    wl = "{kind: rdmc, message: 4MiB, block: 1MiB, group_size: 4}"
+    spine = _scenario(tmp_path, wl, "{nodes: 16, topology: {kind: leaf_spine, leaves: 4, "
+                                    "spines: 1, oversubscription: 4.0}}")
+    spread = run_point(load_scenario(spine))["completion_ms"]
+    one = _scenario(tmp_path, wl, "{nodes: 16}")
+    assert spread == pytest.approx(run_point(load_scenario(one))["completion_ms"], rel=1e-9)
+
+
+def test_rdmc_kind_takes_messages_above_2_gib(tmp_path):
+    """The engine's default max_message (2 GiB) refused a valid scenario at run time."""
+    from rnicsim.runner import run_point
+    from rnicsim.scenario import load_scenario
+
+    path = _scenario(tmp_path, "{kind: rdmc, message: 3GiB, block: 64MiB, group_size: 2}",
+                     "{nodes: 2}")
+    row = run_point(load_scenario(path))
+    assert row["bandwidth_gbps"] > 0
