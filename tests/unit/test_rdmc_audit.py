@@ -215,3 +215,47 @@ def test_rdmc_kind_takes_messages_above_2_gib(tmp_path):
                      "{nodes: 2}")
     row = run_point(load_scenario(path))
     assert row["bandwidth_gbps"] > 0
+
+
+# ------------------------------------------------------------------ schedules API
+
+def test_schedule_functions_take_numpy_integers():
+    """np.int64(3) was refused with 'nodes must be an integer >= 1, got np.int64(3)'."""
+    np = pytest.importorskip("numpy")
+    from protocols.rdmc import schedules as S
+
+    assert S.schedule("chain", np.int64(3), np.int32(2)) == S.schedule("chain", 3, 2)
+    assert S.step_count("hybrid", np.int64(9), 2, rack_size=np.int64(3)) == \
+        S.step_count("hybrid", 9, 2, rack_size=3)
+    assert S.transfers_for_node("chain", 3, 2, np.int64(1)) == S.transfers_for_node("chain", 3, 2, 1)
+    assert S.predicted_average_slack(np.int64(8)) == S.predicted_average_slack(8)
+    steps = S.schedule("binomial-pipeline", 8, 4)
+    assert S.slack(steps, np.int64(4)) == S.slack(steps, 4)
+
+
+def test_slack_of_an_empty_schedule_says_so():
+    """Was 'step must be in 0..-1'."""
+    from protocols.rdmc import schedules as S
+
+    with pytest.raises(ValueError, match="no steps"):
+        S.slack(S.schedule("chain", 1, 3), 0)
+
+
+# ------------------------------------------------------------------ rdmc-schedule
+
+@pytest.mark.parametrize("argv, flag", [
+    (["-a", "chain", "-n", "3", "-k", "2", "-n", "4"], "-n"),        # was: 4 nodes
+    (["-a", "chain", "-n", "3", "-k", "2", "--blocks=5"], "-k"),
+    (["-a", "chain", "-a", "hybrid", "-n", "3", "-k", "2"], "--algorithm"),
+    (["-a", "hybrid", "-n", "9", "-k", "2", "--rack-size", "2", "--rack-size", "3"],
+     "--rack-size"),
+    (["-a", "chain", "-n", "3", "-k", "1_0"], "-k"),                 # was: 10 blocks
+    (["-a", "chain", "-n", "\uff13", "-k", "2"], "-n"),              # fullwidth 3: 3 nodes
+    (["-a", "chain", "-n", " 3", "-k", "2"], "-n"),
+])
+def test_rdmc_schedule_refuses_repeated_flags_and_non_plain_integers(capsys, argv, flag):
+    from rnicsim.cli import main
+
+    assert main(["rdmc-schedule", *argv]) == 2
+    captured = capsys.readouterr()
+    assert f"command line: {flag}:" in captured.err and captured.out == ""
