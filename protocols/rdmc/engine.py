@@ -232,6 +232,9 @@ class Message:
 
     ``done`` is a SimPy event fired when every member has completed or failed (value:
     this message). ``completion_ns`` is submit to the last completion upcall.
+    Attributes: ``seq`` (0, 1, ... per group), ``size`` [B], ``blocks`` (k),
+    ``t_submit`` [ns], ``done_at[rank]`` [ns] (None until that member completes; stays
+    None for a member that failed), ``failed`` (some member gave the message up).
     """
 
     def __init__(self, group: "Group", seq: int, size: int, k: int, t_submit: float) -> None:
@@ -253,7 +256,8 @@ class Message:
         return max(self.done_at) - self.t_submit
 
     def skew_ns(self) -> float:
-        """First to last receiver completion [ns] (0 for a group of two)."""
+        """First to last receiver completion [ns] (0 for a group of two), over the
+        receivers that completed (NaN if none did)."""
         ts = [t for t in self.done_at[1:] if t is not None]
         return max(ts) - min(ts) if ts else float("nan")
 
@@ -855,7 +859,9 @@ class _Member:
 
 
 class Group:
-    """An RDMC group: ``members`` (node ids, member 0 the root), block size, algorithm.
+    """An RDMC group: ``members`` (node ids, member 0 the root), ``block_size`` [B],
+    ``algorithm``; ``n`` members, ``messages`` (every :class:`Message` sent), ``failed``,
+    ``failures`` (``{rank: (time [ns], suspected node)}``). Made by :meth:`Rdmc.create_group`.
 
     Callbacks (all optional): ``on_incoming(rank, rounded_size)`` when a member's first
     block of a message arrives; ``on_complete(rank, seq)`` at each member's local
@@ -979,10 +985,17 @@ class Group:
         return bool(self.failures)
 
     def send(self, size: int, data: bytes | None = None) -> Message:
-        """Multicast ``size`` bytes from the root; returns the :class:`Message`.
+        """Multicast ``size`` [B] from the root (member 0) now; returns the :class:`Message`.
 
+        ``data`` (exactly ``size`` bytes, only with ``carry_data=True``) is what the root
+        sends; without it the bytes are not modelled. The message goes in
+        ``ceil(size / block_size)`` blocks (at most :data:`MAX_BLOCKS`), the last one
+        shorter if ``size`` is not a multiple of the block size.
         Raises RuntimeError when the root is still sending an earlier message (RDMC does
-        not queue sends) or the group failed; ValueError for a size beyond the limits.
+        not queue sends; send the next one from ``on_complete`` or after ``done``), the
+        group failed or was closed; TypeError / ValueError naming the argument for a size
+        that is not a whole number in ``1 .. max_message`` or needs too many blocks, or
+        for bad ``data``. Nothing is changed when it raises.
         """
         root = self.ms[0]
         if isinstance(size, bool) or not isinstance(size, Integral):
@@ -1039,12 +1052,26 @@ class Group:
         return msg
 
     def received(self, rank: int, size: int) -> bytes:
-        """The bytes of the last message in member ``rank``'s message area (carry_data)."""
+        """The first ``size`` bytes of member ``rank``'s message area: the last message it
+        received (needs ``carry_data=True``; ValueError otherwise, or for a rank outside
+        ``0 .. n-1`` or a size outside ``1 .. max_message``)."""
+        if not self.engine.opts.carry_data:
+            raise ValueError("received: the engine moves no bytes; create it with "
+                             "carry_data=True")
+        if isinstance(rank, bool) or not isinstance(rank, Integral) or not 0 <= rank < self.n:
+            raise ValueError(f"rank must be a member rank 0..{self.n - 1}, got {rank!r}")
+        if (isinstance(size, bool) or not isinstance(size, Integral)
+                or not 1 <= size <= self.max_message):
+            raise ValueError(f"size must be a whole number of bytes in 1..{self.max_message}, "
+                             f"got {size!r}")
         return self.ms[rank].msg_mr.read(0, size)
 
     def close(self):
         """Close the group (all members); returns an event whose value is
-        ``{rank: (ok, suspected_node)}`` once every live member has a result."""
+        ``{rank: (ok, suspected_node)}`` once every live member has a result. ``ok`` is True
+        only if every member completed every message sent; ``suspected_node`` is the node
+        id a failed member blamed (or None). Calling it again returns the same event; a
+        closed group takes no more :meth:`send`."""
         if self._close_ev is None:
             self._close_ev = self.engine.sim.event()
             for m in self.ms:          # every member's application calls close

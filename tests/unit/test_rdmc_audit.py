@@ -259,3 +259,17 @@ def test_rdmc_schedule_refuses_repeated_flags_and_non_plain_integers(capsys, arg
     assert main(["rdmc-schedule", *argv]) == 2
     captured = capsys.readouterr()
     assert f"command line: {flag}:" in captured.err and captured.out == ""
+
+
+def test_received_needs_carry_data_and_a_member_rank():
+    """Without carry_data, received() returned zeros as if they had been sent."""
+    sim, eng = _engine()
+    g = eng.create_group([0, 1], 64 * KiB)
+    g.send(100)
+    sim.run()
+    with pytest.raises(ValueError, match="carry_data"):
+        g.received(1, 100)
+    sim, eng = _engine(carry_data=True)
+    g = eng.create_group([0, 1], 64 * KiB)
+    with pytest.raises(ValueError, match="rank"):
+        g.received(2, 100)
