@@ -76,7 +76,8 @@ def run_multicast_point(sc, profile) -> dict[str, float]:
 
     check_scenario_point(sc, profile)
     w = sc.workload
-    r = run_multicast(w.group_size, w.message, w.algorithm, w.block, testbed="qdr",
+    block = None if w.algorithm == "mpi" else w.block   # mpi chooses its chunks (doc)
+    r = run_multicast(w.group_size, w.message, w.algorithm, block, testbed="qdr",
                       profile=profile, link={}, topology=sc.cluster.topology.model_dump(),
                       seed=sc.run.seed, messages=w.messages, rack_size=w.rack_size,
                       completion=w.completion, nodes=sc.cluster.nodes,

@@ -273,3 +273,28 @@ def test_received_needs_carry_data_and_a_member_rank():
     g = eng.create_group([0, 1], 64 * KiB)
     with pytest.raises(ValueError, match="rank"):
         g.received(2, 100)
+
+
+# ------------------------------------------------------------------ study functions
+
+@pytest.mark.parametrize("name", ["m1_steps", "fig4_algorithms", "claims"])
+def test_studies_refuse_an_unknown_size(name):
+    """size='tiny' or 'Full' ran the demo size without a word."""
+    from protocols.rdmc import study
+
+    with pytest.raises(ValueError, match="size must be 'demo' or 'full'"):
+        getattr(study, name)("Full")
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"testbed": "xx"}, "testbed"),                 # was KeyError
+    ({"messages": 0}, "messages"),                  # was ZeroDivisionError
+    ({"algorithm": "mpi", "block_size": 4096}, "block_size"),   # was ignored
+    ({"algorithm": "mpi", "rack_size": 2}, "rack_size"),
+    ({"nodes": 2}, "nodes"),
+])
+def test_run_multicast_names_bad_arguments(kw, match):
+    from protocols.rdmc.study import run_multicast
+
+    with pytest.raises(ValueError, match=match):
+        run_multicast(4, 64 * KiB, **kw)
