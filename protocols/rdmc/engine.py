@@ -936,6 +936,9 @@ class Group:
             self.children[parent[r]].append(r)
         rts = [engine._rt(m) for m in members]
         self.ms = [_Member(self, r, rts[r]) for r in range(n)]
+        for m in self.ms:
+            if m.node in engine.dead_nodes:
+                m.dead = True           # created on a node that has crashed: never acts
         self.first_rkeys = [m.first_mr.rkey for m in self.ms]
         self.area_rkeys = [m.msg_mr.rkey for m in self.ms]
         o = engine.opts
@@ -965,7 +968,8 @@ class Group:
         if announce:
             # Every receiver readies its first block of message 0 at its first sender.
             for r in range(1, n):
-                self.ms[r]._post_ctl(self.first_sender[r], 0)
+                if not self.ms[r].dead:
+                    self.ms[r]._post_ctl(self.first_sender[r], 0)
 
     @property
     def root(self) -> int:
@@ -1139,6 +1143,7 @@ class Rdmc:
         rt = self.rts.get(node)
         if rt is None:
             rt = self.rts[node] = _NodeRt(self, node)
+            rt.dead = node in self.dead_nodes
         return rt
 
     def plan(self, algorithm: str, n: int, k: int, rack_size: int | None = None) -> Plan:

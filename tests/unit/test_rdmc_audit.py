@@ -298,3 +298,19 @@ def test_run_multicast_names_bad_arguments(kw, match):
 
     with pytest.raises(ValueError, match=match):
         run_multicast(4, 64 * KiB, **kw)
+
+
+def test_a_member_on_a_node_that_crashed_before_the_group_was_created_never_acts():
+    """fail_node before create_group left that member's RDMC state running on the dead
+    node: it detected a 'failure' of its peers and reported a close result."""
+    sim, eng = _engine(retry_timeout_ns=50_000.0, watchdog_ns=100_000.0)
+    eng.fail_node(2)
+    g = eng.create_group([0, 1, 2, 3], 64 * KiB)
+    msg = g.send(1 * MiB)
+    sim.run(until=1e8)
+    ev = g.close()
+    sim.run(until=2e8)
+    assert msg.done.triggered and msg.failed
+    assert ev.triggered and sorted(ev.value) == [0, 1, 3]
+    assert all(not ok and suspect == 2 for ok, suspect in ev.value.values())
+    assert 2 not in g.failures
