@@ -874,7 +874,7 @@ class Group:
                  on_failure: Callable | None, plan_fn: Callable[[int], Plan] | None = None,
                  announce: bool = True, eager_limit: int = 0,
                  pairs: Iterable[tuple[int, int]] | None = None,
-                 parent: Sequence[int] | None = None) -> None:
+                 parent: Sequence[int] | None = None, fixed_size: int | None = None) -> None:
         if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
             raise TypeError(f"members must be a sequence of node ids, got {members!r}")
         members = list(members)
@@ -904,6 +904,7 @@ class Group:
         self.on_failure = on_failure
         self.announce = announce
         self.eager_limit = eager_limit
+        self.fixed_size = fixed_size    # the only message size the plan is for (MPI), or None
         self.cd = engine.opts.core_direct
         if self.cd and (algorithm != "chain" or not announce):
             raise ValueError("core_direct supports the chain algorithm only")
@@ -1005,6 +1006,9 @@ class Group:
         if isinstance(size, bool) or not isinstance(size, Integral):
             raise TypeError(f"size must be a whole number of bytes, got {size!r}")
         size = int(size)
+        if self.fixed_size is not None and size != self.fixed_size:
+            raise ValueError(f"size: this group was set up for messages of exactly "
+                             f"{self.fixed_size} B, got {size}")
         if not 1 <= size <= self.max_message:
             raise ValueError(f"size must be in 1..{self.max_message} B (max_message), got {size}")
         k = -(-size // self.block_size)

@@ -314,3 +314,33 @@ def test_a_member_on_a_node_that_crashed_before_the_group_was_created_never_acts
     assert ev.triggered and sorted(ev.value) == [0, 1, 3]
     assert all(not ok and suspect == 2 for ok, suspect in ev.value.values())
     assert 2 not in g.failures
+
+
+# ------------------------------------------------------------------ MPI baseline
+
+def test_mpi_communicator_refuses_a_size_it_was_not_set_up_for():
+    """Its plan is for one size: another size died inside the engine with an IndexError
+    (or was refused as beyond max_message)."""
+    from protocols.rdmc.baselines import mpi_bcast_group
+
+    sim, eng = _engine(carry_data=True)
+    g = mpi_bcast_group(eng, [0, 1, 2, 3], 1 * MiB)
+    with pytest.raises(ValueError, match="exactly 1048576 B"):
+        g.send(512 * KiB)
+    assert g.messages == []
+    data = os.urandom(1 * MiB)
+    msg = g.send(1 * MiB, data)
+    sim.run()
+    assert not msg.failed and all(g.received(r, 1 * MiB) == data for r in (1, 2, 3))
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"size": 1.5e6}, "size"),              # was reported as a bad block_size
+    ({"size": 100, "small_limit": -1}, "small_limit"),
+])
+def test_mpi_plan_names_bad_arguments(kw, match):
+    from protocols.rdmc.baselines import mpi_bcast_group
+
+    _sim, eng = _engine()
+    with pytest.raises(ValueError, match=f"^{match} must be"):
+        mpi_bcast_group(eng, [0, 1, 2], **kw)
