@@ -8,7 +8,8 @@ Imported lazily by :mod:`rnicsim.scenario` (its ``PLUGINS`` list).
   65,535 blocks per message); ``rack_size`` only with ``hybrid``. ``algorithm: mpi`` is the
   MPI broadcast baseline, which cuts the message into chunks of its own: ``block`` does not
   apply to it. RDMC uses one NIC and one completion thread per node, so
-  ``cluster.nic.per_node`` and ``cluster.threads`` must stay 1. Metrics:
+  ``cluster.nic.per_node`` and ``cluster.threads`` must stay 1, and ``run.warmup`` /
+  ``run.measure`` are not used (each message is measured whole). Metrics:
   ``completion_ms``, ``bandwidth_gbps``, ``skew_ms``, ``cpu`` (mean CPU share of the
   members), ``cpu_root``, ``total_ms``.
 - ``rdmc_study``: one of the paper-reproduction studies of :mod:`protocols.rdmc.study`
@@ -96,6 +97,11 @@ def check_scenario_point(sc, profile) -> None:
     if c.threads != 1:
         raise ValueError(f"cluster.threads: 1 (RDMC runs one completion thread per node), "
                          f"got {c.threads}")
+    for key in ("warmup", "measure"):
+        default = type(sc.run).model_fields[key].default
+        if getattr(sc.run, key) != default:
+            raise ValueError(f"run.{key}: not used by {w.kind} (every message runs to "
+                             f"completion and is measured whole); leave it out")
     if w.kind == "rdmc_study":
         if c.topology.kind != "single_switch":
             raise ValueError("cluster.topology: not used by rdmc_study (each study builds the "

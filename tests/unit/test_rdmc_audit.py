@@ -157,13 +157,14 @@ name: audit
 description: rdmc audit
 cluster: {cluster}
 workload: {workload}
-run: {{seed: 1}}
+run: {run}
 """
 
 
-def _scenario(tmp_path, workload: str, cluster: str = "{nodes: 8, nic: {profile: cx4-edr}}"):
+def _scenario(tmp_path, workload: str, cluster: str = "{nodes: 8, nic: {profile: cx4-edr}}",
+              run: str = "{seed: 1}"):
     path = tmp_path / "s.yaml"
-    path.write_text(_SCENARIO.format(cluster=cluster, workload=workload))
+    path.write_text(_SCENARIO.format(cluster=cluster, workload=workload, run=run))
     return path
 
 
@@ -189,6 +190,20 @@ def test_validate_names_keys_the_rdmc_kinds_cannot_honour(tmp_path, capsys, work
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: {key}:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("workload, run, key", [
+    ("{kind: rdmc}", "{seed: 1, measure: 10us}", "run.measure"),
+    ("{kind: rdmc_study, study: m1_steps}", "{warmup: 1us}", "run.warmup"),
+])
+def test_validate_refuses_a_measurement_window_the_rdmc_kinds_do_not_use(tmp_path, capsys,
+                                                                         workload, run, key):
+    """run.warmup / run.measure were accepted and ignored (a multicast is measured whole)."""
+    from rnicsim.cli import main
+
+    path = _scenario(tmp_path, workload, run=run)
+    assert main(["validate", str(path)]) == 2
+    assert f"{path}: {key}:" in capsys.readouterr().err
 
 
 def test_rdmc_kind_runs_on_the_scenarios_cluster_not_one_of_group_size_nodes(tmp_path):
