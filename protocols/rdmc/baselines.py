@@ -24,6 +24,7 @@ Scope
 """
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Sequence
 
 from .engine import Group, Plan, Rdmc
@@ -55,8 +56,9 @@ def _binomial_children(r: int, n: int) -> tuple[int, list[int]]:
 
 def mpi_plan(n: int, size: int, small_limit: int = SMALL_LIMIT) -> tuple[Plan, int]:
     """The broadcast's :class:`Plan` and its chunk size [B] for ``n`` ranks and ``size`` B."""
-    if n < 2 or size < 1:
-        raise ValueError("an MPI broadcast needs n >= 2 ranks and size >= 1 byte")
+    for name, value, lo in (("n", n, 2), ("size", size, 1), ("small_limit", small_limit, 0)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
     sends: list[list] = [[] for _ in range(n)]
     recvs: list[list] = [[] for _ in range(n)]
     step = 0
@@ -94,7 +96,8 @@ def mpi_plan(n: int, size: int, small_limit: int = SMALL_LIMIT) -> tuple[Plan, i
 
 def mpi_bcast_group(engine: Rdmc, members: Sequence[int], size: int,
                     small_limit: int = SMALL_LIMIT) -> Group:
-    """A communicator over ``members`` (root first) set up for broadcasts of ``size`` B."""
+    """A communicator over ``members`` (root first) set up for broadcasts of ``size`` B
+    (its plan is for that size: ``send`` of another size raises ValueError)."""
     members = list(members)
     n = len(members)
     plan, bs = mpi_plan(n, size, small_limit)
@@ -102,7 +105,7 @@ def mpi_bcast_group(engine: Rdmc, members: Sequence[int], size: int,
     parent = [-1] + [plan.recvs[r][0][0] for r in range(1, n)]
     g = Group(engine, len(engine.groups), members, bs, "mpi-bcast", None,
               max(size, bs), None, None, None, plan_fn=lambda k: plan, announce=False,
-              eager_limit=small_limit, pairs=pairs, parent=parent)
+              eager_limit=small_limit, pairs=pairs, parent=parent, fixed_size=size)
     engine.groups.append(g)
     return g
 

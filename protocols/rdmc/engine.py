@@ -87,7 +87,7 @@ Usage::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Callable, Iterable, Sequence
 
 from rnicsim.verbs import (RECV, RECV_RDMA_WITH_IMM, SUCCESS, WRITE, WRITE_WITH_IMM,
@@ -142,11 +142,61 @@ class EngineOptions:
         if self.completion not in ("hybrid", "polling", "interrupt"):
             raise ValueError("completion must be hybrid, polling or interrupt, "
                              f"not {self.completion!r}")
-        if self.recv_batch < 2:
-            raise ValueError("recv_batch must be >= 2")
-        for a, b, f in self.slow_pairs:
-            if not f >= 1.0:
+        for name in ("carry_data", "record", "core_direct"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name, lo in (("thread_index", 0), ("nic", 0), ("recv_batch", 2),
+                         ("watchdog_max_idle", 0)):
+            _whole(name, getattr(self, name), lo)
+        for name in ("poll_window_ns", "completion_cpu_ns", "message_setup_ns",
+                     "oob_latency_ns", "oob_cpu_ns", "watchdog_ns", "sched_delay_ns"):
+            _number(name, getattr(self, name), 0.0, "[ns]")
+        _number("copy_rate", self.copy_rate, 0.0, "[B/s]", strict=True)
+        if self.retry_timeout_ns is not None:
+            _number("retry_timeout_ns", self.retry_timeout_ns, 0.0, "[ns] (or None)",
+                    strict=True)
+        _number("sched_delay_prob", self.sched_delay_prob, 0.0, "")
+        if self.sched_delay_prob > 1.0:
+            raise ValueError(f"sched_delay_prob must be a probability in 0..1, got "
+                             f"{self.sched_delay_prob!r}")
+        try:
+            pairs = tuple(tuple(p) for p in self.slow_pairs)
+        except TypeError:
+            pairs = ((),)
+        for p in pairs:
+            if len(p) != 3:
+                raise ValueError("slow_pairs must be a sequence of (node_a, node_b or None, "
+                                 f"factor) triples, got {self.slow_pairs!r}")
+            a, b, f = p
+            _whole("slow_pairs node", a, 0)
+            if b is not None:
+                _whole("slow_pairs node", b, 0)
+                if b == a:
+                    raise ValueError(f"slow pair ({a}, {b}): two different nodes expected "
+                                     "(use (node, None, factor) for every link of a node)")
+            if isinstance(f, bool) or not isinstance(f, Real) or not f >= 1.0:
                 raise ValueError(f"slow pair ({a}, {b}): factor must be >= 1, got {f!r}")
+        object.__setattr__(self, "slow_pairs", pairs)
+
+
+def _whole(name: str, value: object, lo: int) -> int:
+    """``value`` as an int >= ``lo``; TypeError / ValueError naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if value < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
+def _number(name: str, value: object, lo: float, unit: str, strict: bool = False) -> float:
+    """``value`` as a float >= ``lo`` (> ``lo`` if ``strict``), finite; errors name ``name``."""
+    what = f"a number {'>' if strict else '>='} {lo:g}{' ' + unit if unit else ''}"
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be {what}, got {value!r}")
+    v = float(value)
+    if not (v > lo if strict else v >= lo) or v != v or v == float("inf"):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return v
 
 
 class Plan:
@@ -182,6 +232,9 @@ class Message:
 
     ``done`` is a SimPy event fired when every member has completed or failed (value:
     this message). ``completion_ns`` is submit to the last completion upcall.
+    Attributes: ``seq`` (0, 1, ... per group), ``size`` [B], ``blocks`` (k),
+    ``t_submit`` [ns], ``done_at[rank]`` [ns] (None until that member completes; stays
+    None for a member that failed), ``failed`` (some member gave the message up).
     """
 
     def __init__(self, group: "Group", seq: int, size: int, k: int, t_submit: float) -> None:
@@ -203,7 +256,8 @@ class Message:
         return max(self.done_at) - self.t_submit
 
     def skew_ns(self) -> float:
-        """First to last receiver completion [ns] (0 for a group of two)."""
+        """First to last receiver completion [ns] (0 for a group of two), over the
+        receivers that completed (NaN if none did)."""
         ts = [t for t in self.done_at[1:] if t is not None]
         return max(ts) - min(ts) if ts else float("nan")
 
@@ -805,7 +859,9 @@ class _Member:
 
 
 class Group:
-    """An RDMC group: ``members`` (node ids, member 0 the root), block size, algorithm.
+    """An RDMC group: ``members`` (node ids, member 0 the root), ``block_size`` [B],
+    ``algorithm``; ``n`` members, ``messages`` (every :class:`Message` sent), ``failed``,
+    ``failures`` (``{rank: (time [ns], suspected node)}``). Made by :meth:`Rdmc.create_group`.
 
     Callbacks (all optional): ``on_incoming(rank, rounded_size)`` when a member's first
     block of a message arrives; ``on_complete(rank, seq)`` at each member's local
@@ -818,16 +874,23 @@ class Group:
                  on_failure: Callable | None, plan_fn: Callable[[int], Plan] | None = None,
                  announce: bool = True, eager_limit: int = 0,
                  pairs: Iterable[tuple[int, int]] | None = None,
-                 parent: Sequence[int] | None = None) -> None:
+                 parent: Sequence[int] | None = None, fixed_size: int | None = None) -> None:
+        if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
+            raise TypeError(f"members must be a sequence of node ids, got {members!r}")
         members = list(members)
-        if len(members) < 2 or len(set(members)) != len(members):
-            raise ValueError("a group needs at least two distinct member nodes")
         nodes = len(engine.cluster.nodes)
         for m in members:
             if isinstance(m, bool) or not isinstance(m, Integral) or not 0 <= m < nodes:
                 raise ValueError(f"members: node ids 0..{nodes - 1} of the cluster, got {m!r}")
-        if block_size < 1:
-            raise ValueError("block_size must be >= 1 byte")
+        members = [int(m) for m in members]
+        if len(members) < 2 or len(set(members)) != len(members):
+            raise ValueError(f"members: at least two distinct node ids expected, got {members!r}")
+        if isinstance(block_size, bool) or not isinstance(block_size, Integral) or block_size < 1:
+            raise ValueError(f"block_size must be a whole number of bytes >= 1, got {block_size!r}")
+        if (isinstance(max_message, bool) or not isinstance(max_message, Integral)
+                or max_message < 1):
+            raise ValueError(f"max_message must be a whole number of bytes >= 1, got "
+                             f"{max_message!r}")
         self.engine = engine
         self.id = gid
         self.members = members
@@ -841,6 +904,7 @@ class Group:
         self.on_failure = on_failure
         self.announce = announce
         self.eager_limit = eager_limit
+        self.fixed_size = fixed_size    # the only message size the plan is for (MPI), or None
         self.cd = engine.opts.core_direct
         if self.cd and (algorithm != "chain" or not announce):
             raise ValueError("core_direct supports the chain algorithm only")
@@ -873,6 +937,9 @@ class Group:
             self.children[parent[r]].append(r)
         rts = [engine._rt(m) for m in members]
         self.ms = [_Member(self, r, rts[r]) for r in range(n)]
+        for m in self.ms:
+            if m.node in engine.dead_nodes:
+                m.dead = True           # created on a node that has crashed: never acts
         self.first_rkeys = [m.first_mr.rkey for m in self.ms]
         self.area_rkeys = [m.msg_mr.rkey for m in self.ms]
         o = engine.opts
@@ -902,7 +969,8 @@ class Group:
         if announce:
             # Every receiver readies its first block of message 0 at its first sender.
             for r in range(1, n):
-                self.ms[r]._post_ctl(self.first_sender[r], 0)
+                if not self.ms[r].dead:
+                    self.ms[r]._post_ctl(self.first_sender[r], 0)
 
     @property
     def root(self) -> int:
@@ -922,29 +990,51 @@ class Group:
         return bool(self.failures)
 
     def send(self, size: int, data: bytes | None = None) -> Message:
-        """Multicast ``size`` bytes from the root; returns the :class:`Message`.
+        """Multicast ``size`` [B] from the root (member 0) now; returns the :class:`Message`.
 
+        ``data`` (exactly ``size`` bytes, only with ``carry_data=True``) is what the root
+        sends; without it the bytes are not modelled. The message goes in
+        ``ceil(size / block_size)`` blocks (at most :data:`MAX_BLOCKS`), the last one
+        shorter if ``size`` is not a multiple of the block size.
         Raises RuntimeError when the root is still sending an earlier message (RDMC does
-        not queue sends) or the group failed; ValueError for a size beyond the limits.
+        not queue sends; send the next one from ``on_complete`` or after ``done``), the
+        group failed or was closed; TypeError / ValueError naming the argument for a size
+        that is not a whole number in ``1 .. max_message`` or needs too many blocks, or
+        for bad ``data``. Nothing is changed when it raises.
         """
         root = self.ms[0]
+        if isinstance(size, bool) or not isinstance(size, Integral):
+            raise TypeError(f"size must be a whole number of bytes, got {size!r}")
+        size = int(size)
+        if self.fixed_size is not None and size != self.fixed_size:
+            raise ValueError(f"size: this group was set up for messages of exactly "
+                             f"{self.fixed_size} B, got {size}")
+        if not 1 <= size <= self.max_message:
+            raise ValueError(f"size must be in 1..{self.max_message} B (max_message), got {size}")
+        k = -(-size // self.block_size)
+        if k > MAX_BLOCKS:
+            raise ValueError(f"size: {k} blocks of {self.block_size} B exceed the limit of "
+                             f"{MAX_BLOCKS}; use larger blocks")
+        if data is not None:
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"data must be bytes, got {type(data).__name__}")
+            if len(data) != size:
+                raise ValueError(f"data must have exactly size ({size}) bytes, got {len(data)}")
+            if not self.engine.opts.carry_data:
+                raise ValueError("data: the engine moves no bytes; create it with "
+                                 "carry_data=True to send data")
+        if self._close_ev is not None:
+            raise RuntimeError(f"group {self.id} is closed")
         if root.m_recvs is not None:
             raise RuntimeError(f"group {self.id} is busy: the root is still sending")
         if self.failed or root.dead:
             raise RuntimeError(f"group {self.id} has failed")
-        if not 1 <= size <= self.max_message:
-            raise ValueError(f"message size must be in 1..{self.max_message} B, got {size}")
-        k = -(-size // self.block_size)
-        if k > MAX_BLOCKS:
-            raise ValueError(f"{k} blocks exceed the limit of {MAX_BLOCKS}; use larger blocks")
         sim = self.engine.sim
         seq = root.next_seq
         msg = Message(self, seq, size, k, sim.now)
         self.messages.append(msg)
         if data is not None:
-            if len(data) != size:
-                raise ValueError("data must have exactly size bytes")
-            root.msg_mr.write(0, data)
+            root.msg_mr.write(0, bytes(data))
         root._begin(seq, k, True)
         root.m_last_len = size - (k - 1) * self.block_size
         root.m_size = size
@@ -970,12 +1060,26 @@ class Group:
         return msg
 
     def received(self, rank: int, size: int) -> bytes:
-        """The bytes of the last message in member ``rank``'s message area (carry_data)."""
+        """The first ``size`` bytes of member ``rank``'s message area: the last message it
+        received (needs ``carry_data=True``; ValueError otherwise, or for a rank outside
+        ``0 .. n-1`` or a size outside ``1 .. max_message``)."""
+        if not self.engine.opts.carry_data:
+            raise ValueError("received: the engine moves no bytes; create it with "
+                             "carry_data=True")
+        if isinstance(rank, bool) or not isinstance(rank, Integral) or not 0 <= rank < self.n:
+            raise ValueError(f"rank must be a member rank 0..{self.n - 1}, got {rank!r}")
+        if (isinstance(size, bool) or not isinstance(size, Integral)
+                or not 1 <= size <= self.max_message):
+            raise ValueError(f"size must be a whole number of bytes in 1..{self.max_message}, "
+                             f"got {size!r}")
         return self.ms[rank].msg_mr.read(0, size)
 
     def close(self):
         """Close the group (all members); returns an event whose value is
-        ``{rank: (ok, suspected_node)}`` once every live member has a result."""
+        ``{rank: (ok, suspected_node)}`` once every live member has a result. ``ok`` is True
+        only if every member completed every message sent; ``suspected_node`` is the node
+        id a failed member blamed (or None). Calling it again returns the same event; a
+        closed group takes no more :meth:`send`."""
         if self._close_ev is None:
             self._close_ev = self.engine.sim.event()
             for m in self.ms:          # every member's application calls close
@@ -1005,9 +1109,24 @@ class Rdmc:
     """The RDMC library instance of a cluster: node runtimes, groups, failures."""
 
     def __init__(self, cluster, options: EngineOptions | None = None, **kw) -> None:
+        """``options`` (an :class:`EngineOptions`) and/or its fields as keywords (they
+        override ``options``). Raises TypeError for an unknown option, TypeError /
+        ValueError naming the option for a bad value."""
+        if options is not None and not isinstance(options, EngineOptions):
+            raise TypeError(f"options must be an EngineOptions, got {options!r}")
         opts = options or EngineOptions()
+        unknown = sorted(set(kw) - set(EngineOptions.__dataclass_fields__))
+        if unknown:
+            raise TypeError(f"unknown option {unknown[0]!r}: expected fields of "
+                            f"EngineOptions ({', '.join(EngineOptions.__dataclass_fields__)})")
         if kw:
             opts = replace(opts, **kw)
+        nodes = len(cluster.nodes)
+        for a, b, _f in opts.slow_pairs:
+            for x in (a, b):
+                if x is not None and x >= nodes:
+                    raise ValueError(f"slow_pairs: node ids 0..{nodes - 1} of the cluster, "
+                                     f"got {x!r}")
         self.cluster = cluster
         self.sim = cluster.sim
         self.opts = opts
@@ -1028,6 +1147,7 @@ class Rdmc:
         rt = self.rts.get(node)
         if rt is None:
             rt = self.rts[node] = _NodeRt(self, node)
+            rt.dead = node in self.dead_nodes
         return rt
 
     def plan(self, algorithm: str, n: int, k: int, rack_size: int | None = None) -> Plan:
@@ -1048,9 +1168,25 @@ class Rdmc:
         """Create a group over ``members`` (node ids; the first is the root) that sends
         messages of at most ``max_message`` [B] in blocks of ``block_size`` [B] along
         ``algorithm``'s schedule. Raises ValueError for an unknown algorithm, fewer than two
-        distinct members or a member that is not a node of the cluster."""
-        if algorithm not in S.ALGORITHMS:
+        distinct members or a member that is not a node of the cluster, a ``block_size`` or
+        ``max_message`` that is not a whole number of bytes >= 1, a ``rack_size`` with an
+        algorithm other than hybrid; TypeError for a callback that is not callable.
+
+        The callbacks run in simulated time: ``on_incoming(rank, size_rounded_up_to_blocks)``
+        when a member's first block of a message arrives, ``on_complete(rank, seq)`` at each
+        member's local completion of message ``seq``, ``on_failure(rank, suspected_node)``
+        when a member learns that the group failed."""
+        if not isinstance(algorithm, str) or algorithm not in S.ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}: one of {', '.join(S.ALGORITHMS)}")
+        if rack_size is not None:
+            if algorithm != "hybrid":
+                raise ValueError(f"rack_size applies only to the hybrid algorithm, not "
+                                 f"{algorithm!r}")
+            _whole("rack_size", rack_size, 1)
+        for name, fn in (("on_incoming", on_incoming), ("on_complete", on_complete),
+                         ("on_failure", on_failure)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"{name} must be callable or None, got {fn!r}")
         g = Group(self, len(self.groups), members, block_size, algorithm, rack_size,
                   max_message, on_incoming, on_complete, on_failure)
         self.groups.append(g)
@@ -1059,6 +1195,7 @@ class Rdmc:
     # ---------------------------------------------------------------- faults and delays
     def fail_node(self, node: int) -> None:
         """Node ``node`` crashes now: its NIC stops, its RDMC state stops acting."""
+        self._node_arg("fail_node", node)
         self.dead_nodes.add(node)
         rt = self.rts.get(node)
         if rt is not None:
@@ -1073,13 +1210,27 @@ class Rdmc:
 
     def fail_link(self, node: int) -> None:
         """Cut the cable of node ``node``'s RDMC NIC now (both directions)."""
+        self._node_arg("fail_link", node)
         self.cut_nodes.add(node)
         self.cluster.fabric.fail_link(self._rt(node).ctx.nic_id)
 
     def inject_delay(self, node: int, at_ns: float, ns: float) -> None:
-        """Stall node ``node``'s completion thread for ``ns`` from time ``at_ns``."""
+        """Stall node ``node``'s completion thread for ``ns`` [ns] from time ``at_ns`` [ns]
+        (absolute simulated time, not before now)."""
+        self._node_arg("inject_delay", node)
+        _number("inject_delay: at_ns", at_ns, 0.0, "[ns]")
+        if at_ns < self.sim.now:
+            raise ValueError(f"inject_delay: at_ns must not be in the past (now {self.sim.now} "
+                             f"ns), got {at_ns!r}")
+        _number("inject_delay: ns", ns, 0.0, "[ns]")
         th = self._rt(node).thread
         self.sim.call_at(at_ns, lambda: th.reserve(self.sim.now, ns))
+
+    def _node_arg(self, what: str, node: object) -> None:
+        nodes = len(self.cluster.nodes)
+        if isinstance(node, bool) or not isinstance(node, Integral) or not 0 <= node < nodes:
+            raise ValueError(f"{what}: node must be a node id 0..{nodes - 1} of the cluster, "
+                             f"got {node!r}")
 
     def _oob(self, src: int, dst: int, t: float, fn: Callable, *args) -> None:
         # One message on the out-of-band TCP mesh; lost if an end is down or cut.

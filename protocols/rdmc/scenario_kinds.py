@@ -3,13 +3,21 @@
 Imported lazily by :mod:`rnicsim.scenario` (its ``PLUGINS`` list).
 
 - ``rdmc``: multicast ``messages`` messages of ``message`` bytes from member 0 to a group of
-  ``group_size`` nodes with ``algorithm`` and ``block`` size, on the scenario's cluster
-  profile and topology. Metrics: ``completion_ms``, ``bandwidth_gbps``, ``skew_ms``,
-  ``cpu`` (mean CPU share of the members), ``total_ms``.
+  ``group_size`` nodes (nodes ``0 .. group_size-1`` of the scenario's ``cluster.nodes``,
+  with its profile, ``cores`` and topology) with ``algorithm`` and ``block`` size (at most
+  65,535 blocks per message); ``rack_size`` only with ``hybrid``. ``algorithm: mpi`` is the
+  MPI broadcast baseline, which cuts the message into chunks of its own: ``block`` does not
+  apply to it. RDMC uses one NIC and one completion thread per node, so
+  ``cluster.nic.per_node`` and ``cluster.threads`` must stay 1, and ``run.warmup`` /
+  ``run.measure`` are not used (each message is measured whole). Metrics:
+  ``completion_ms``, ``bandwidth_gbps``, ``skew_ms``, ``cpu`` (mean CPU share of the
+  members), ``cpu_root``, ``total_ms``.
 - ``rdmc_study``: one of the paper-reproduction studies of :mod:`protocols.rdmc.study`
-  (their testbeds are built from the scenario's NIC profile with the link of the paper's
-  cluster); its scalar results become the row's metrics (nested results are flattened
-  with dots, e.g. ``cpu_interrupt.1048576``).
+  (their testbeds are built from the scenario's NIC profile and overrides with the link and
+  fabric of the paper's cluster, so ``cluster.nodes`` is not used and ``cluster.topology``,
+  ``cores``, ``threads`` and ``nic.per_node`` must keep their defaults); its scalar results
+  become the row's metrics (nested results are flattened with dots, e.g.
+  ``cpu_interrupt.1048576``).
 """
 from __future__ import annotations
 
@@ -67,21 +75,55 @@ def run_multicast_point(sc, profile) -> dict[str, float]:
     """Runner of workload kind ``rdmc``."""
     from .study import run_multicast
 
+    check_scenario_point(sc, profile)
     w = sc.workload
-    if sc.cluster.nodes < w.group_size:
-        raise ValueError(f"workload.group_size: at most cluster.nodes ({sc.cluster.nodes})")
-    r = run_multicast(w.group_size, w.message, w.algorithm, w.block, testbed="qdr",
+    block = None if w.algorithm == "mpi" else w.block   # mpi chooses its chunks (doc)
+    r = run_multicast(w.group_size, w.message, w.algorithm, block, testbed="qdr",
                       profile=profile, link={}, topology=sc.cluster.topology.model_dump(),
                       seed=sc.run.seed, messages=w.messages, rack_size=w.rack_size,
-                      completion=w.completion)
+                      completion=w.completion, nodes=sc.cluster.nodes,
+                      cores=sc.cluster.cores)
     return {k: float(r[k]) for k in ("completion_ms", "total_ms", "bandwidth_gbps",
                                      "skew_ms", "cpu", "cpu_root")}
 
 
 def check_scenario_point(sc, profile) -> None:
     """Raise ValueError("key: expected") for points the cluster cannot run."""
-    if sc.workload.kind == "rdmc" and sc.workload.group_size > sc.cluster.nodes:
-        raise ValueError(f"workload.group_size: at most cluster.nodes ({sc.cluster.nodes})")
+    w = sc.workload
+    c = sc.cluster
+    if c.nic.per_node != 1:
+        raise ValueError(f"cluster.nic.per_node: 1 (RDMC uses one NIC per node), got "
+                         f"{c.nic.per_node}")
+    if c.threads != 1:
+        raise ValueError(f"cluster.threads: 1 (RDMC runs one completion thread per node), "
+                         f"got {c.threads}")
+    for key in ("warmup", "measure"):
+        default = type(sc.run).model_fields[key].default
+        if getattr(sc.run, key) != default:
+            raise ValueError(f"run.{key}: not used by {w.kind} (every message runs to "
+                             f"completion and is measured whole); leave it out")
+    if w.kind == "rdmc_study":
+        if c.topology.kind != "single_switch":
+            raise ValueError("cluster.topology: not used by rdmc_study (each study builds the "
+                             "paper's fabric); leave it out")
+        if c.cores is not None:
+            raise ValueError("cluster.cores: not used by rdmc_study (the profile's cores); "
+                             "leave it out")
+        return
+    if w.group_size > c.nodes:
+        raise ValueError(f"workload.group_size: at most cluster.nodes ({c.nodes}), got "
+                         f"{w.group_size}")
+    if w.rack_size is not None and w.algorithm != "hybrid":
+        raise ValueError(f"workload.rack_size: only with algorithm hybrid (not "
+                         f"{w.algorithm}); leave it out")
+    if w.algorithm != "mpi":
+        from .engine import MAX_BLOCKS
+
+        k = -(-w.message // w.block)
+        if k > MAX_BLOCKS:
+            raise ValueError(f"workload.block: at least {-(-w.message // MAX_BLOCKS)} B (a "
+                             f"message has at most {MAX_BLOCKS} blocks; {w.message} B in "
+                             f"blocks of {w.block} B are {k})")
 
 
 MiB = 1024 * 1024

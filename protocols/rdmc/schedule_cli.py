@@ -50,6 +50,19 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(_SOURCE, "", (message or "invalid arguments").strip())
 
 
+class _Once(argparse.Action):
+    """Store an option's value; refuse the option a second time (the first value would be
+    silently dropped otherwise)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        if getattr(namespace, self.dest) is not None:
+            flag = next((f for f in self.option_strings if f in _SHOWN_FLAGS),
+                        self.option_strings[0])
+            raise InputError(_SOURCE, flag, f"given once, got {getattr(namespace, self.dest)!r} "
+                             f"and then {values!r}")
+        setattr(namespace, self.dest, values)
+
+
 def _parser() -> _Parser:
     p = _Parser(
         prog="rnicsim rdmc-schedule",
@@ -59,10 +72,10 @@ def _parser() -> _Parser:
         add_help=False,
     )
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    p.add_argument("-a", "--algorithm", metavar="NAME", help="one of " + ", ".join(schedules.ALGORITHMS))
-    p.add_argument("-n", "--nodes", metavar="NODES", help="group size including the root (>= 1)")
-    p.add_argument("-k", "--blocks", metavar="BLOCKS", help="number of blocks (>= 1)")
-    p.add_argument("--rack-size", metavar="R", help=f"nodes per rack, hybrid only (default {schedules.DEFAULT_RACK_SIZE})")
+    p.add_argument("-a", "--algorithm", metavar="NAME", action=_Once, help="one of " + ", ".join(schedules.ALGORITHMS))
+    p.add_argument("-n", "--nodes", metavar="NODES", action=_Once, help="group size including the root (>= 1)")
+    p.add_argument("-k", "--blocks", metavar="BLOCKS", action=_Once, help="number of blocks (>= 1)")
+    p.add_argument("--rack-size", metavar="R", action=_Once, help=f"nodes per rack, hybrid only (default {schedules.DEFAULT_RACK_SIZE})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return p
 
@@ -70,10 +83,8 @@ def _parser() -> _Parser:
 def _positive_int(value: str | None, flag: str, what: str) -> int:
     if value is None:
         raise InputError(_SOURCE, flag, f"a value: {what} (required)")
-    try:
-        number = int(value, 10)
-    except ValueError:
-        number = 0
+    # Plain ASCII digits only: int() would also take "1_000", " 3" and non-ASCII digits.
+    number = int(value) if re.fullmatch(r"[0-9]+", value) else 0
     if number < 1:
         raise InputError(_SOURCE, flag, f"an integer >= 1 ({what}), got {value!r}")
     return number

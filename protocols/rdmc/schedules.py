@@ -79,6 +79,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from numbers import Integral
 from typing import NamedTuple
 
 __all__ = [
@@ -235,9 +236,9 @@ def transfers_for_node(
     Raises :class:`ValueError` like :func:`schedule`, or for a rank outside the group.
     """
     key = _check(algorithm, nodes, blocks, opts)
-    if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < key[1]:
+    if not _is_int(node) or not 0 <= node < key[1]:
         raise ValueError(f"node must be an integer rank in 0..{key[1] - 1}, got {node!r}")
-    return _cached_plans(*key)[node]
+    return _cached_plans(*key)[int(node)]
 
 
 def slack_profile(steps: Schedule, root: int = 0) -> list[float | None]:
@@ -275,8 +276,11 @@ def slack(steps: Schedule, step: int, root: int = 0) -> float | None:
     See :func:`slack_profile` for the definition. Raises :class:`ValueError` for a step
     outside the schedule.
     """
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(steps):
-        raise ValueError(f"step must be in 0..{len(steps) - 1}, got {step!r}")
+    if not steps:
+        raise ValueError(f"step: the schedule has no steps (a group of one node), got {step!r}")
+    if not _is_int(step) or not 0 <= step < len(steps):
+        raise ValueError(f"step must be an integer in 0..{len(steps) - 1}, got {step!r}")
+    step = int(step)
     return slack_profile(steps[: step + 1], root)[step]
 
 
@@ -288,7 +292,7 @@ def steady_steps(nodes: int, blocks: int) -> range:
     range is returned (the vertex-level steady steps; the final twin step is excluded).
     Raises :class:`ValueError` for ``nodes < 2`` or ``blocks < 1``.
     """
-    _check("binomial-pipeline", nodes, blocks, {})
+    _, nodes, blocks, _ = _check("binomial-pipeline", nodes, blocks, {})
     if nodes < 2:
         raise ValueError(f"nodes must be >= 2 for steady steps, got {nodes!r}")
     L = nodes.bit_length() - 1
@@ -301,8 +305,9 @@ def predicted_average_slack(nodes: int) -> float:
     Raises :class:`ValueError` for other n (the formula is undefined for n = 2 and the
     paper states it for powers of two only).
     """
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 4 or nodes & (nodes - 1):
+    if not _is_int(nodes) or nodes < 4 or nodes & (nodes - 1):
         raise ValueError(f"nodes must be a power of two >= 4, got {nodes!r}")
+    nodes = int(nodes)
     L = nodes.bit_length() - 1
     return 2.0 * (1.0 - (L - 1) / (nodes - 2))
 
@@ -312,13 +317,19 @@ def predicted_average_slack(nodes: int) -> float:
 # ---------------------------------------------------------------------------------------
 
 
+def _is_int(value: object) -> bool:
+    """An integer (numpy's too), not a bool."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
 def _check(algorithm: object, nodes: object, blocks: object, opts: dict) -> tuple[str, int, int, int]:
-    """Validate the arguments; return ``(algorithm, nodes, blocks, rack_size)``."""
+    """Validate the arguments; return ``(algorithm, nodes, blocks, rack_size)`` as ints."""
     if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
     for name, value in (("nodes", nodes), ("blocks", blocks)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not _is_int(value) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    nodes, blocks = int(nodes), int(blocks)
     for key, value in opts.items():
         if key not in _OPTIONS:
             raise ValueError(f"unknown option {key!r}: expected one of {', '.join(_OPTIONS)}")
@@ -327,9 +338,9 @@ def _check(algorithm: object, nodes: object, blocks: object, opts: dict) -> tupl
     rack_size = opts.get("rack_size")
     if rack_size is None:
         rack_size = DEFAULT_RACK_SIZE
-    elif isinstance(rack_size, bool) or not isinstance(rack_size, int) or rack_size < 1:
+    elif not _is_int(rack_size) or rack_size < 1:
         raise ValueError(f"rack_size must be an integer >= 1, got {rack_size!r}")
-    return algorithm, nodes, blocks, rack_size  # type: ignore[return-value]
+    return algorithm, nodes, blocks, int(rack_size)  # type: ignore[arg-type]
 
 
 def _build(algorithm: str, n: int, k: int, rack_size: int) -> Schedule:

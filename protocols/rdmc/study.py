@@ -34,6 +34,7 @@ core used by the RDMC completion thread, spinning included).
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Any, Iterable, Sequence
@@ -116,9 +117,10 @@ def _testbed(name: str, profile: str | Profile, link: dict | None, topology: Any
             tb["topology"] if topology is None else topology)
 
 
-def _build(n_nodes: int, prof: Profile, topology: Any, seed: int, **opts) -> tuple:
+def _build(n_nodes: int, prof: Profile, topology: Any, seed: int,
+           cores: int | None = None, **opts) -> tuple:
     sim = Simulation(seed)
-    cl = Cluster(sim, prof, n_nodes, topology=_topology(topology, n_nodes, prof))
+    cl = Cluster(sim, prof, n_nodes, cores=cores, topology=_topology(topology, n_nodes, prof))
     return sim, cl, Rdmc(cl, EngineOptions(**opts))
 
 
@@ -130,23 +132,40 @@ def _cpu(eng: Rdmc, before: dict[int, float], t0: float, t1: float,
 
 
 def run_multicast(n: int, size: int, algorithm: str = "binomial-pipeline",
-                  block_size: int = MiB, *, testbed: str = "qdr",
+                  block_size: int | None = None, *, testbed: str = "qdr",
                   profile: str | Profile = "cx4-edr", link: dict | None = None,
                   topology: Any = None, seed: int = 1, messages: int = 1,
-                  rack_size: int | None = None, **opts) -> dict:
+                  rack_size: int | None = None, nodes: int | None = None,
+                  cores: int | None = None, **opts) -> dict:
     """Multicast ``messages`` messages of ``size`` B to a group of ``n`` (root included).
 
-    ``algorithm`` is a name of :data:`schedules.ALGORITHMS` or ``"mpi"`` (the
-    :mod:`baselines` broadcast). Messages go back to back: the root submits the next one
-    at its local completion. ``opts`` are :class:`EngineOptions` fields.
+    ``algorithm`` is a name of :data:`schedules.ALGORITHMS` (``block_size`` [B], default
+    1 MiB) or ``"mpi"`` (the :mod:`baselines` broadcast, which cuts the message into chunks
+    of its own and takes no ``block_size`` or ``rack_size``). Messages go back to back: the root submits the next
+    one at its local completion. The cluster has ``nodes`` nodes (default ``n``; the group
+    is nodes ``0 .. n-1``) with ``cores`` cores each (default: the profile's). ``opts``
+    are :class:`EngineOptions` fields.
     """
+    if testbed not in TESTBEDS:
+        raise ValueError(f"testbed must be one of {', '.join(TESTBEDS)}, got {testbed!r}")
+    if isinstance(messages, bool) or not isinstance(messages, int) or messages < 1:
+        raise ValueError(f"messages must be an integer >= 1, got {messages!r}")
+    if algorithm == "mpi" and rack_size is not None:
+        raise ValueError("rack_size applies only to the hybrid algorithm, not 'mpi'")
+    if algorithm == "mpi" and block_size is not None:
+        raise ValueError("block_size: the mpi broadcast chooses its own chunks "
+                         "(ceil(size / n) B); leave it out")
+    if nodes is not None and nodes < n:
+        raise ValueError(f"nodes must be >= the group size {n}, got {nodes!r}")
     prof, topo = _testbed(testbed, profile, link, topology)
-    sim, cl, eng = _build(n, prof, topo, seed, **opts)
+    sim, cl, eng = _build(n if nodes is None else nodes, prof, topo, seed, cores, **opts)
     members = list(range(n))
     if algorithm == "mpi":
         g = mpi_bcast_group(eng, members, size)
     else:
-        g = eng.create_group(members, block_size, algorithm, rack_size=rack_size)
+        g = eng.create_group(members, MiB if block_size is None else block_size, algorithm,
+                             rack_size=rack_size,
+                             max_message=max(1 << 31, size))
     start = 10_000.0          # let the group's first ready_for_block writes land
     sim.run(until=start)
     cpu0 = eng.cpu_snapshot()
@@ -194,11 +213,22 @@ def run_multicast(n: int, size: int, algorithm: str = "binomial-pipeline",
     }
 
 
+def _sized(fn):
+    """Refuse a ``size`` other than "demo" or "full" (it used to run the demo size)."""
+    @functools.wraps(fn)
+    def checked(size: str = "demo", *args, **kw):
+        if size not in ("demo", "full"):
+            raise ValueError(f"{fn.__name__}: size must be 'demo' or 'full', got {size!r}")
+        return fn(size, *args, **kw)
+    return checked
+
+
 def _strip(row: dict) -> dict:
     return {k: v for k, v in row.items() if k != "group"}
 
 
 # --------------------------------------------------------------------------- figure 4
+@_sized
 def fig4_algorithms(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                     link: dict | None = None, seed: int = 1) -> dict:
     """Figure 4 / M4: every algorithm and MPI over group sizes and message sizes (QDR)."""
@@ -231,6 +261,7 @@ def fig4_algorithms(size: str = "demo", *, profile: str | Profile = "cx4-edr",
 
 
 # --------------------------------------------------------------------------- table 1
+@_sized
 def table1_breakdown(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                      link: dict | None = None, seed: int = 1) -> dict:
     """Table 1 / M5: where the time of a 256 MB, 1 MB-block transfer to 4 nodes goes.
@@ -283,6 +314,7 @@ def table1_breakdown(size: str = "demo", *, profile: str | Profile = "cx4-edr",
 
 
 # --------------------------------------------------------------------------- figure 6
+@_sized
 def fig6_block_size(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                     link: dict | None = None, seed: int = 1) -> dict:
     """Figure 6 / M6: bandwidth of a group of 4 against block size, per message size."""
@@ -310,6 +342,7 @@ def fig6_block_size(size: str = "demo", *, profile: str | Profile = "cx4-edr",
 
 
 # --------------------------------------------------------------------------- figure 8
+@_sized
 def fig8_scale(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                link: dict | None = None, topology: Any = None, seed: int = 1) -> dict:
     """Figure 8 / M7: 256 MB to up to 512 nodes on a 40 Gb/s fat tree; sequential send.
@@ -362,6 +395,7 @@ def _lognormal_params(median: float, mean: float) -> tuple[float, float]:
     return math.log(median), math.sqrt(2 * math.log(mean / median))
 
 
+@_sized
 def fig9_replication_trace(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                            link: dict | None = None, seed: int = 1,
                            algorithms: Sequence[str] = ("binomial-pipeline", "binomial-tree",
@@ -434,6 +468,7 @@ def fig9_replication_trace(size: str = "demo", *, profile: str | Profile = "cx4-
 
 
 # --------------------------------------------------------------------------- figure 10
+@_sized
 def fig10_overlap(size: str = "demo", *, profile: str | Profile = "cx4-edr", seed: int = 1,
                   testbeds: Sequence[str] = ("fractus", "apt")) -> dict:
     """Figure 10 / M9: k overlapping groups with identical members and different roots.
@@ -487,6 +522,7 @@ def fig10_overlap(size: str = "demo", *, profile: str | Profile = "cx4-edr", see
 
 
 # --------------------------------------------------------------------------- figure 11
+@_sized
 def fig11_interrupts(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                      link: dict | None = None, seed: int = 1) -> dict:
     """Figure 11 / M10: hybrid polling/interrupts against pure interrupts: bandwidth, CPU."""
@@ -518,6 +554,7 @@ def fig11_interrupts(size: str = "demo", *, profile: str | Profile = "cx4-edr",
 
 
 # --------------------------------------------------------------------------- M1-M3
+@_sized
 def m1_steps(size: str = "demo", *, profile: str | Profile = "cx4-edr",
              link: dict | None = None, seed: int = 1) -> dict:
     """M1 in the engine: completion time in units of one block time, and per-node overlap.
@@ -550,6 +587,7 @@ def m1_steps(size: str = "demo", *, profile: str | Profile = "cx4-edr",
             "max_parallel_receives": rx, "max_parallel_sends": tx}
 
 
+@_sized
 def slack_and_slow_links(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                          link: dict | None = None, seed: int = 1) -> dict:
     """M2 (steady-step slack of the schedule) and M3 (one overlay link at half rate).
@@ -584,6 +622,7 @@ def slack_and_slow_links(size: str = "demo", *, profile: str | Profile = "cx4-ed
     return res
 
 
+@_sized
 def m11_core_direct(size: str = "demo", *, profile: str | Profile = "cx4-edr",
                     link: dict | None = None, seed: int = 1) -> dict:
     """Chain send with and without CORE-Direct relaying (paper figure 12, on Fractus).
@@ -659,6 +698,7 @@ def speed(n: int = 512, size: int = 256 * MiB, block_size: int = MiB, *,
 
 
 # --------------------------------------------------------------------------- claims
+@_sized
 def claims(size: str = "demo", *, profile: str | Profile = "cx4-edr", seed: int = 1,
            only: Iterable[str] | None = None) -> list[dict]:
     """One row per claim: ``{"claim", "published", "measured", "holds"}`` (+ ``note``)."""
