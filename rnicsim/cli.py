@@ -26,7 +26,7 @@ commands:
   reproduce NAME [--size S] [--only SCENARIO]... [--jobs N] [--out DIR] [--json]
                  [--profile NAME=FILE]... [--quiet]
                                    reproduce a paper's claims (drtmh, roce, rdmc)
-  rdmc-schedule --algorithm A -n N -k K [--json]
+  rdmc-schedule --algorithm A -n N -k K [--rack-size R] [--json]
                                    print an RDMC block schedule
   check-history FILE               check a history for serializability
   calibrate INPUT... --base P --out F --report D
