@@ -170,7 +170,7 @@ class _Seg:
     ``qp`` (``req_qp`` None) or a READ response of ``qp`` to ``req_qp``."""
 
     __slots__ = ("qp", "req_qp", "flow", "wr", "msg", "path", "dst", "head", "tail", "npk",
-                 "length", "ext", "next", "t_free", "live")
+                 "length", "ext", "next", "t_free", "prep_at", "live")
 
     def __init__(self, qp, req_qp, wr, msg, path, dst, head, tail, npk, length,
                  ext) -> None:
@@ -188,6 +188,7 @@ class _Seg:
         self.ext = ext            # [B] extension headers of the first packet
         self.next = 0             # index of the next packet to send
         self.t_free = 0.0         # [ns] when the segment sent last has left at line rate
+        self.prep_at = 0.0        # [ns] when the next segment is prepared (its event)
         self.live = True          # False once sent whole or flushed
 
 
@@ -239,7 +240,11 @@ class Rnic:
         # are at least cnp_interval / dcqcn_timer apart), and at least one.
         self.seg_pkts = max(1, int(n.cnp_interval / 4
                                    // ((self.mtu + self.pkt_ovh) * 8e9 / l.rate)))
-        self._tx_hold = None            # the QP whose segmented request holds the wire
+        self._tx_hold = None            # the _Seg whose message holds the wire
+        # Segmenting long messages without DCQCN would let a switch port share itself
+        # between long messages of different senders (it serves them whole, one after
+        # the other); it is not done: it moves RDMC's M1/M4 findings (docs/model.md).
+        self.seg_on = self.dcqcn
         # Bytes of GRH a UD receive writes before the payload: a RoCE packet always carries
         # one; an InfiniBand packet inside one subnet has none, and then the first 40 B of
         # the receive buffer are left undefined, not written (IBA vol. 1 rel. 1.4,
@@ -255,7 +260,11 @@ class Rnic:
         self._txq: dict = {}
         self._ring: deque = deque()
         self._pull_at = None
-        self._tx_last = None            # the flow that sent last
+        # The flow whose message is last on the wire, and when that message starts [ns]:
+        # a message committed ahead for a later time may go after one committed later
+        # for an earlier time (round robin goes by the wire's order, not commits').
+        self._tx_last = None
+        self._tx_last_at = -_INF
 
     # ----------------------------------------------------------------- resources
     def create_qp(self, qtype: str, send_cq: Cq, recv_cq: Cq) -> QpHw:
@@ -429,20 +438,24 @@ class Rnic:
                 ready = qp.tx_ready
             if tail < ready:
                 tail = ready
+        if npk > self.seg_pkts and self.seg_on and qtype != UD:
+            qp.seg = _Seg(qp, None, wr, msg, path, fab.nics[dst_id], ready, tail, npk,
+                          length, ext)
+            qp.seg_wait = []
+            self._next_segment(qp.seg)
+            return
         cc = qp.cc
         if cc is not None:
-            if npk > self.seg_pkts and qtype != UD:
-                qp.seg = _Seg(qp, None, wr, msg, path, fab.nics[dst_id], ready, tail, npk,
-                              length, ext)
-                qp.seg_wait = []
-                self._next_segment(qp.seg)
-                return
             ready, tail = self._pace(cc, ready, tail, wire, npk, length)
-        if self.tx_rr and self._must_wait(path[0], ready, qp.prio):
-            self._wait_wire(qp, ready, qp.prio, self._emit_request,
-                            (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
-            return
-        self._tx_last = qp
+        if self.tx_rr:
+            eg = path[0]
+            dur = (wire if npk == 1 else self.mtu + self.pkt_ovh) * eg.ns_per_byte
+            start = self._direct(eg, ready, qp.prio, dur)
+            if start is None:
+                self._wait_wire(qp, ready, qp.prio, dur, self._emit_request,
+                                (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
+                return
+            self._sent(qp, start)
         self._emit_request(ready, qp, wr, msg, path, dst_id, ready, tail, wire, npk, length)
 
     def _next_segment(self, st: _Seg) -> None:
@@ -470,12 +483,17 @@ class Rnic:
             ready = st.t_free
         if tail < ready:
             tail = ready
-        ready, tail = self._pace(qp.cc, ready, tail, wire, n, payload)
-        if self.tx_rr and self._must_wait(st.path[0], ready, qp.prio):
-            self._wait_wire(st.flow, ready, qp.prio, self._emit_segment,
-                            (st, ready, tail, wire, n, payload))
-            return
-        self._tx_last = st.flow
+        if qp.cc is not None:
+            ready, tail = self._pace(qp.cc, ready, tail, wire, n, payload)
+        if self.tx_rr:
+            eg = st.path[0]
+            dur = (wire if n == 1 else self.mtu + self.pkt_ovh) * eg.ns_per_byte
+            start = self._direct(eg, ready, qp.prio, dur)
+            if start is None:
+                self._wait_wire(st.flow, ready, qp.prio, dur, self._emit_segment,
+                                (st, ready, tail, wire, n, payload))
+                return
+            self._sent(st.flow, start)
         self._emit_segment(ready, st, ready, tail, wire, n, payload)
 
     def _emit_segment(self, t: float, st: _Seg, ready: float, tail: float, wire: int,
@@ -512,7 +530,8 @@ class Rnic:
                 st.t_free = t_free2
             now = self.sim.env._now
             at = st.t_free - eg.quantum
-            self.sim.call_at(at if at > now else now, self._next_segment, st)
+            st.prep_at = at = at if at > now else now
+            self.sim.call_at(at, self._next_segment, st)
             if self.tx_rr:
                 self._tx_hold = st
             return
@@ -596,35 +615,47 @@ class Rnic:
     # MTU packet's wire time (LinkDir.quantum) before the wire frees for it: the next
     # packet is prepared while the current one is serialised, and a message that becomes
     # ready later waits for the next turn. Within that window the order is round robin.
-    def _free_at(self, eg, t: float, prio: int) -> float:
-        """The first time from ``t`` [ns] on when the egress ``eg`` is neither sending
-        nor paused for ``prio``."""
+    def _free_at(self, eg, t: float, prio: int, dur: float = 0.0) -> float:
+        """The first time from ``t`` [ns] on when the egress ``eg`` is not paused for
+        ``prio`` and free for ``dur`` [ns] (a message's first packet: a shorter gap
+        between messages booked ahead cannot take it)."""
         ps = eg.pstate.get(prio) if eg.pstate else None
         while True:
-            t2 = eg.cal.start_if_booked(t, 0.0)
+            t2 = eg.cal.start_if_booked(t, dur)
             if ps is not None:
                 t2 = ps.paused.start_if_booked(t2, 0.0)
             if t2 == t:
                 return t
             t = t2
 
-    def _must_wait(self, eg, ready: float, prio: int) -> bool:
-        """Whether a message ready at ``ready`` [ns] goes to the send scheduler: other
-        messages wait, or the wire is not free within one packet's time of ``ready``."""
-        if self._txq:
-            return True
-        return self._free_at(eg, ready, prio) - ready > eg.quantum
+    def _sent(self, flow, start: float) -> None:
+        """``flow`` committed a message that starts on the wire at ``start`` [ns]."""
+        if start >= self._tx_last_at:
+            self._tx_last = flow
+            self._tx_last_at = start
 
-    def _wait_wire(self, flow, ready: float, prio: int, emit, args: tuple) -> None:
-        """Queue a message of ``flow`` and priority ``prio``, ready at ``ready`` [ns], for
-        the send scheduler; ``emit(t, *args)`` puts it on the wire not before ``t``."""
+    def _direct(self, eg, ready: float, prio: int, dur: float) -> float | None:
+        """When a message ready at ``ready`` [ns], whose first packet takes ``dur`` [ns]
+        on the wire, starts if it goes at once; None when it goes to the send scheduler
+        instead: other messages wait, or the wire is not free for it within one packet's
+        time of ``ready``."""
+        if self._txq:
+            return None
+        f = self._free_at(eg, ready, prio, dur)
+        return None if f - ready > eg.quantum else f
+
+    def _wait_wire(self, flow, ready: float, prio: int, dur: float, emit,
+                   args: tuple) -> None:
+        """Queue a message of ``flow`` and priority ``prio``, ready at ``ready`` [ns],
+        whose first packet takes ``dur`` [ns] on the wire, for the send scheduler;
+        ``emit(t, *args)`` puts it on the wire not before ``t``."""
         q = self._txq.get(flow)
         if q is None:
             q = self._txq[flow] = deque()
             self._ring.append(flow)
-        q.append((ready, emit, args))
+        q.append((ready, dur, emit, args))
         eg = self.fabric.egress[self.id]
-        self._pull(prio, self._free_at(eg, ready, prio) - eg.quantum)
+        self._pull(prio, self._free_at(eg, ready, prio, dur) - eg.quantum)
 
     def _pull(self, prio: int, at: float) -> None:
         """Have the scheduler run at ``at`` [ns] (the earliest pull wins)."""
@@ -658,42 +689,70 @@ class Rnic:
                 flow = hold.flow
                 q = txq.get(flow)
                 if q is not None:
-                    if q[0][0] <= free:
-                        _, emit, args = q.popleft()
+                    ready, dur, emit, args = q[0]
+                    f = self._free_at(eg, now, prio, dur)
+                    if ready <= f and f - now <= w + 1e-6:
+                        q.popleft()
                         if not q:
                             del txq[flow]
                             ring.remove(flow)
-                        self._tx_last = flow
+                        self._sent(flow, f)
                         emit(now, *args)
                         continue
-                elif hold.live and hold.t_free - w <= now + 1e-6:
+                elif hold.live and hold.prep_at <= now + 1e-6:
                     # Its next segment is prepared at this very time (an event not run
-                    # yet): pull again after it.
+                    # yet; its time may differ from now in the last bits): pull again
+                    # right after it.
                     self._pull_at = None
-                    self._pull(prio, now)
+                    self._pull(prio, hold.prep_at)
                     return
                 self._tx_hold = None
-            if len(ring) > 1 and ring[0] == self._tx_last:
-                ring.rotate(-1)
+            # Round robin from the ring's front (flows that joined go to its back); the
+            # flow that sent last goes after every other, even one skipped in front of it.
+            last = self._tx_last
             first = _INF
             for _ in range(len(ring)):
                 flow = ring[0]
                 ring.rotate(-1)
+                if flow == last and len(ring) > 1:
+                    continue
                 q = txq[flow]
-                ready = q[0][0]
-                if ready <= free:
-                    _, emit, args = q.popleft()
+                ready, dur, emit, args = q[0]
+                # when the wire is free for its first packet (a gap too short for it
+                # does not count)
+                f = free if dur <= 0.0 else self._free_at(eg, free, prio, dur)
+                if ready <= f and f - now <= w + 1e-6:
+                    q.popleft()
                     if not q:
                         del txq[flow]
                         ring.pop()
-                    self._tx_last = flow
+                    self._sent(flow, f)
                     emit(now, *args)
                     break
-                if ready < first:
-                    first = ready
+                t_ok = ready if ready > f else f - w
+                if t_ok < first:
+                    first = t_ok
             else:
-                # None is ready by the time the wire frees: come back when one is (later
-                # than now, as first > free >= now).
+                q = txq.get(last) if len(ring) > 1 else None
+                if q is not None:
+                    ready, dur, emit, args = q[0]
+                    f = self._free_at(eg, free, prio, dur)
+                    if ready <= f and f - now <= w + 1e-6:
+                        # no other flow can go: the last sender again; the ring goes on
+                        # after it
+                        ring.rotate(-(ring.index(last) + 1))
+                        q.popleft()
+                        if not q:
+                            del txq[last]
+                            ring.pop()
+                        self._sent(last, f)
+                        emit(now, *args)
+                        continue
+                    t_ok = ready if ready > f else f - w
+                    if t_ok < first:
+                        first = t_ok
+                # None is ready by the time the wire frees for it: come back when one is
+                # (later than now).
                 self._pull(prio, first)
                 return
 
@@ -982,24 +1041,28 @@ class Rnic:
             ready = qp.resp_ready
         if tail is not None and tail < ready:
             tail = ready
+        if resp.npkts > self.seg_pkts and self.seg_on:
+            qp.rseg = _Seg(qp, req_qp, resp.wr, resp, path, req_qp.nic, ready,
+                           ready if tail is None else tail, resp.npkts, resp.wr.length, AETH)
+            qp.rseg_wait = []
+            self._next_segment(qp.rseg)
+            return
         cc = qp.cc
         if cc is not None and resp.kind == 1:
             npk = resp.npkts
-            if npk > self.seg_pkts:
-                qp.rseg = _Seg(qp, req_qp, resp.wr, resp, path, req_qp.nic, ready,
-                               ready if tail is None else tail, npk, resp.wr.length, AETH)
-                qp.rseg_wait = []
-                self._next_segment(qp.rseg)
-                return
             ready, t2 = self._pace(cc, ready, ready if tail is None else tail, wire, npk,
                                    resp.wr.length)
             if tail is not None or npk > 1:
                 tail = t2
-        if self.tx_rr and self._must_wait(path[0], ready, qp.prio):
-            self._wait_wire(qp.qpn, ready, qp.prio, self._emit_reply,
-                            (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
-            return
-        self._tx_last = qp.qpn
+        if self.tx_rr:
+            eg = path[0]
+            dur = (last_pkt if last_pkt else wire) * eg.ns_per_byte
+            start = self._direct(eg, ready, qp.prio, dur)
+            if start is None:
+                self._wait_wire(qp.qpn, ready, qp.prio, dur, self._emit_reply,
+                                (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
+                return
+            self._sent(qp.qpn, start)
         self._emit_reply(ready, qp, req_qp, resp, path, ready, wire, tail, last_pkt)
 
     def _emit_reply(self, t: float, qp: QpHw, req_qp: QpHw, resp: "_Msg", path,

@@ -15,9 +15,11 @@ from rnicsim.verbs import WRITE, Context, WorkRequest
 def _run(arbitration, posts, nqps, profile="cx4-edr"):
     """Run ``posts`` = [(time ns, qp index, [lengths])] of signaled WRITEs from node 0 to
     node 1 on ``nqps`` RC QPs; return the egress log of node 0's NIC: one
-    (qp index, wire bytes, start ns, end ns, ready ns) per request, in the order they start
-    on the wire (ready: when the NIC had it, payload fetched), and the egress (its ns_per_byte,
-    and quantum, one MTU packet's time: how far ahead of the wire the scheduler commits)."""
+    (qp index, wire bytes, start ns, end ns, ready ns, committed ns, known ns) per request,
+    in the order they start on the wire (ready: when the NIC has it, payload fetched;
+    committed: when the scheduler booked it on the wire; known: when the NIC's processing
+    unit handed it to the scheduler), and the egress (its ns_per_byte, and quantum, one MTU
+    packet's time: how far ahead of the wire the scheduler commits)."""
     p = load_profile(profile).with_overrides({"nic.tx_arbitration": arbitration})
     sim = Simulation(1)
     cl = Cluster(sim, p, 2, 1)
@@ -34,6 +36,8 @@ def _run(arbitration, posts, nqps, profile="cx4-edr"):
     index = {q._hw: i for i, q in enumerate(qps)}
     log = []
     emit = rnic_mod.Rnic._emit_request
+    send = rnic_mod.Rnic._send_request
+    known = {}
     booked = []
     res_p, res_s = Calendar.reserve_packet, Calendar.reserve_split
 
@@ -54,7 +58,11 @@ def _run(arbitration, posts, nqps, profile="cx4-edr"):
         emit(self, t, qp, wr, msg, path, dst_id, ready, tail, wire, npk, length)
         if self is cl.nodes[0].nics[0]:
             s, e = booked[-1]      # (reserve_split may book through reserve_packet)
-            log.append((index[qp], wire, s, e, ready))
+            log.append((index[qp], wire, s, e, ready, sim.now, known[id(wr)]))
+
+    def spy_send(self, qp, wr, *a):
+        known[id(wr)] = sim.now
+        send(self, qp, wr, *a)
 
     def poster(t, i, lengths):
         yield sim.timeout(t)
@@ -62,6 +70,7 @@ def _run(arbitration, posts, nqps, profile="cx4-edr"):
                           for k, n in enumerate(lengths)], event=False)
 
     rnic_mod.Rnic._emit_request = spy
+    rnic_mod.Rnic._send_request = spy_send
     Calendar.reserve_packet, Calendar.reserve_split = reserve_packet, reserve_split
     try:
         for t, i, lengths in posts:
@@ -69,6 +78,7 @@ def _run(arbitration, posts, nqps, profile="cx4-edr"):
         sim.run()
     finally:
         rnic_mod.Rnic._emit_request = emit
+        rnic_mod.Rnic._send_request = send
         Calendar.reserve_packet, Calendar.reserve_split = res_p, res_s
     log.sort(key=lambda r: r[2])        # in the order they start on the wire
     return log, eg
@@ -82,7 +92,7 @@ def test_round_robin_lets_a_small_message_go_after_the_message_on_the_wire():
     posts = [(0, 0, [64 << 10] * 4), (1_000, 1, [64])]
     log, _ = _run("message", posts, 2)
     assert [q for q, *_ in log] == [0, 1, 0, 0, 0]
-    (_, _, s0, e0, _), (_, _, s1, e1, _), (_, _, s2, _, _) = log[:3]
+    (_, _, s0, e0, *_), (_, _, s1, e1, *_), (_, _, s2, *_) = log[:3]
     assert s1 == pytest.approx(e0, abs=1e-6)   # no gap, no overlap
     assert s2 == pytest.approx(e1, abs=1e-6)
     fifo, _ = _run("fifo", posts, 2)
@@ -112,15 +122,18 @@ def test_backlogged_qps_take_turns_one_message_each():
 def test_send_scheduler_laws(posts):
     """Over random posts on four QPs of a 10 Gb/s NIC: every message goes out once and
     whole at line rate, one at a time, a QP's messages in posting order, and round robin
-    holds: a QP sends two messages in a row only when no other QP had a message ready
-    by the time the second was committed (at most one MTU packet's wire time before the
-    first of them finished)."""
+    holds: a QP sends two messages in a row on the wire only when no other QP had a
+    message that the NIC knew of when the second was committed and that was ready by the
+    time the wire freed for it. (A message whose payload is still being fetched is
+    committed when its processing unit hands it over, for the time its payload will be
+    there, if the wire is free then: the QP was picked when its work request was
+    processed.)"""
     log, eg = _run("message", posts, 4, "cx3-roce-10g")
     nspb = eg.ns_per_byte
     assert len(log) == sum(len(ls) for _, _, ls in posts)
     for a, b in zip(log, log[1:]):
         assert b[2] >= a[3] - 1e-6                  # one at a time
-    for _, w, s, e, _ in log:
+    for _, w, s, e, *_ in log:
         assert e - s == pytest.approx(w * nspb)    # whole message, at line rate
     want = {}
     for t, i, ls in sorted(posts, key=lambda p: p[0]):   # stable: ties keep list order
@@ -131,15 +144,17 @@ def test_send_scheduler_laws(posts):
     # Wire bytes grow with the payload: the order of lengths is the order of posts.
     assert {q: [sorted(v).index(x) for x in v] for q, v in got.items()} == \
         {q: [sorted(v).index(x) for x in v] for q, v in want.items()}
-    ready = {}
-    for q, _, _, _, r in log:
-        ready.setdefault(q, []).append(r)
-    sent = {q: 0 for q in got}
     for k in range(len(log) - 1):
-        q, _, _, e, _ = log[k]
-        sent[q] += 1
-        if log[k + 1][0] != q:
+        q = log[k][0]
+        nq, _, start, _, _, committed, _ = log[k + 1]
+        if nq != q:
             continue
-        for o in got:
-            if o != q and sent[o] < len(ready[o]):
-                assert ready[o][sent[o]] > e - eg.quantum - 1e-6, (k, log)
+        heads = {}
+        for o, w, _, _, ready, o_committed, o_known in log:   # each QP's in its order
+            if o != q and o not in heads and o_committed > committed + 1e-6:
+                heads[o] = (ready, o_known)
+        for ready, o_known in heads.values():
+            if o_known <= committed - 1e-6:
+                # the next message of another QP was waiting when the second was
+                # committed: it was not ready by the time the wire freed
+                assert ready > start - eg.quantum - 1e-6, (k, log)
