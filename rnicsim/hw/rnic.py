@@ -641,6 +641,9 @@ class Rnic:
         time of ``ready``."""
         if self._txq:
             return None
+        hold = self._tx_hold
+        if hold is not None and hold.live:
+            return None        # a segmented message holds the wire (Rnic._on_pull)
         f = self._free_at(eg, ready, prio, dur)
         return None if f - ready > eg.quantum else f
 
@@ -1054,7 +1057,9 @@ class Rnic:
                                    resp.wr.length)
             if tail is not None or npk > 1:
                 tail = t2
-        if self.tx_rr:
+        if self.tx_rr and resp.kind < 2:
+            # (ACKs and NAKs come from the responder's pipeline, not a send queue: they
+            # go at once, behind what is on the wire, in every mode.)
             eg = path[0]
             dur = (last_pkt if last_pkt else wire) * eg.ns_per_byte
             start = self._direct(eg, ready, qp.prio, dur)
