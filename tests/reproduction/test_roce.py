@@ -70,3 +70,25 @@ def test_reproduced_findings_hold_at_demo_size(name):
 def test_reproduced_findings_hold_at_full_size(name):
     """Every claim check the model reproduces holds on the full sweep."""
     _check(name, "full")
+
+
+@pytest.mark.repro
+def test_whatif_incast_128_dcqcn_contains_a_narrow_incast_but_not_a_wide_one():
+    """The 128-node what-if at demo size (scenarios/roce/whatif_incast_128.yaml; docs/
+    model.md, ECN + DCQCN): with a 16-wide incast DCQCN takes the victim's slowdown from
+    tens of times down by more than 10x and halves the pause time at least (76x -> 2.9x,
+    48 -> 21 ms in the demo's 3 ms; 72x -> 1.26x at full size); with a 64-wide one the
+    victim is as slow with DCQCN as without (within 2x), PFC still pausing."""
+    from rnicsim.scenario import points
+    from rnicsim.runner import run_point
+
+    sc = load_scenario(ROOT / "whatif_incast_128.yaml", ["run.size=demo"])
+    res = {(v["workload.senders"], v["workload.dcqcn"]): run_point(p) for v, p in points(sc)}
+    off, on = res[(16, False)], res[(16, True)]
+    assert off["victim_slowdown"] > 10
+    assert on["victim_slowdown"] < off["victim_slowdown"] / 10
+    assert on["pause_time_us"] < off["pause_time_us"] / 2
+    wide_off, wide_on = res[(64, False)], res[(64, True)]
+    assert wide_on["cnps"] > 0 and wide_off["cnps"] == 0
+    assert wide_on["victim_slowdown"] > wide_off["victim_slowdown"] / 2
+    assert wide_on["pause_time_us"] > wide_off["pause_time_us"] / 2
