@@ -343,7 +343,9 @@ class OccSystem:
     """OCC over a :class:`protocols.rpc.Mesh` and a :class:`Store` (see module doc).
 
     ``history``: a :class:`protocols.txn.history.History` that records every committed
-    transaction (reads with the version seen, writes with the version installed).
+    transaction (reads with the version seen, writes with the version installed) and
+    counts every aborted attempt (ids ``"a1"``, ``"a2"``, ... in the order they abort;
+    committed ones are numbered 1, 2, ... in commit order), warm-up included.
     """
 
     def __init__(self, mesh, store: Store, cfg: OccConfig, history=None) -> None:
@@ -355,6 +357,7 @@ class OccSystem:
         self.stats = TxnStats()
         self.costs = cfg.costs
         self._next_tid = 0
+        self._next_aid = 0
         self._stopped = False
         self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
         for ep in mesh.endpoints.values():
@@ -406,6 +409,9 @@ class OccSystem:
                     tries += 1
                     if sim.measuring:
                         st.aborted += 1
+                    if self.history is not None:
+                        self._next_aid += 1
+                        self.history.abort(f"a{self._next_aid}")
                     yield from self._release(tx)
                     if self.cfg.retry_backoff:
                         hi = self.costs.backoff * (1 << min(tries, 6))
