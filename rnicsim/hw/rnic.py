@@ -690,17 +690,8 @@ class Rnic:
                 # A segmented message keeps the wire while its next segment is ready as
                 # the previous one ends; held back by its limiter, it loses it.
                 flow = hold.flow
-                q = txq.get(flow)
-                if q is not None:
-                    ready, dur, emit, args = q[0]
-                    f = self._free_at(eg, now, prio, dur)
-                    if ready <= f and f - now <= w + 1e-6:
-                        q.popleft()
-                        if not q:
-                            del txq[flow]
-                            ring.remove(flow)
-                        self._sent(flow, f)
-                        emit(now, *args)
+                if flow in txq:
+                    if self._commit_head(flow, eg, prio, free, now, False) is None:
                         continue
                 elif hold.live and hold.prep_at <= now + 1e-6:
                     # Its next segment is prepared at this very time (an event not run
@@ -719,45 +710,49 @@ class Rnic:
                 ring.rotate(-1)
                 if flow == last and len(ring) > 1:
                     continue
-                q = txq[flow]
-                ready, dur, emit, args = q[0]
-                # when the wire is free for its first packet (a gap too short for it
-                # does not count)
-                f = free if dur <= 0.0 else self._free_at(eg, free, prio, dur)
-                if ready <= f and f - now <= w + 1e-6:
-                    q.popleft()
-                    if not q:
-                        del txq[flow]
-                        ring.pop()
-                    self._sent(flow, f)
-                    emit(now, *args)
+                t_ok = self._commit_head(flow, eg, prio, free, now, True)
+                if t_ok is None:
                     break
-                t_ok = ready if ready > f else f - w
                 if t_ok < first:
                     first = t_ok
             else:
-                q = txq.get(last) if len(ring) > 1 else None
-                if q is not None:
-                    ready, dur, emit, args = q[0]
-                    f = self._free_at(eg, free, prio, dur)
-                    if ready <= f and f - now <= w + 1e-6:
-                        # no other flow can go: the last sender again; the ring goes on
-                        # after it
-                        ring.rotate(-(ring.index(last) + 1))
-                        q.popleft()
-                        if not q:
-                            del txq[last]
-                            ring.pop()
-                        self._sent(last, f)
-                        emit(now, *args)
+                if len(ring) > 1 and last in txq:
+                    # No other flow can go: the last sender again, if it can; the ring
+                    # goes on after it.
+                    ring.rotate(-(ring.index(last) + 1))
+                    t_ok = self._commit_head(last, eg, prio, free, now, True)
+                    if t_ok is None:
                         continue
-                    t_ok = ready if ready > f else f - w
                     if t_ok < first:
                         first = t_ok
                 # None is ready by the time the wire frees for it: come back when one is
                 # (later than now).
                 self._pull(prio, first)
                 return
+
+    def _commit_head(self, flow, eg, prio: int, free: float, now: float,
+                     at_end: bool) -> float | None:
+        """Commit the head message of ``flow`` if it is ready by the time the wire frees
+        for its first packet and that is within one packet's time of ``now`` [ns]; return
+        None when committed, else the time [ns] to look at it again. ``free``: when the
+        wire frees; ``at_end``: ``flow`` is last in the ring (removed with a pop)."""
+        txq = self._txq
+        q = txq[flow]
+        ready, dur, emit, args = q[0]
+        # a gap shorter than the first packet does not count
+        f = free if dur <= 0.0 else self._free_at(eg, free, prio, dur)
+        if ready <= f and f - now <= eg.quantum + 1e-6:
+            q.popleft()
+            if not q:
+                del txq[flow]
+                if at_end:
+                    self._ring.pop()
+                else:
+                    self._ring.remove(flow)
+            self._sent(flow, f)
+            emit(now, *args)
+            return None
+        return ready if ready > f else f - eg.quantum
 
     def _pace(self, cc: Dcqcn, ready: float, tail: float, wire: int, npk: int,
               length: int) -> tuple[float, float]:
