@@ -542,23 +542,23 @@ class Rnic:
             qp.seg = None
             self._after_request(qp, st.wr, msg, path, st.dst.id, ready, tail, wire,
                                 st.length, arrive)
-            wait = qp.seg_wait
-            qp.seg_wait = None
-            for i, args in enumerate(wait):
-                if qp.seg is not None:
-                    qp.seg_wait.extend(wait[i:])
-                    break
-                self._send_request(qp, *args)
+            self._replay(qp, "seg", self._send_request)
         else:
             qp.rseg = None
             self._after_reply(qp, st.req_qp, msg, path, ready, tail, arrive)
-            wait = qp.rseg_wait
-            qp.rseg_wait = None
-            for i, args in enumerate(wait):
-                if qp.rseg is not None:
-                    qp.rseg_wait.extend(wait[i:])
-                    break
-                self._reply(qp, *args)
+            self._replay(qp, "rseg", self._reply)
+
+    @staticmethod
+    def _replay(qp: QpHw, slot: str, send) -> None:
+        """Send, in order, what waited behind ``qp``'s segmented message (``qp.<slot>``
+        done), until one of them is segmented in turn: the rest waits behind that one."""
+        wait = getattr(qp, slot + "_wait")
+        setattr(qp, slot + "_wait", None)
+        for i, args in enumerate(wait):
+            if getattr(qp, slot) is not None:
+                getattr(qp, slot + "_wait").extend(wait[i:])
+                break
+            send(qp, *args)
 
     def _emit_request(self, t: float, qp: QpHw, wr: WorkRequest, msg: "_Msg", path,
                       dst_id: int, ready: float, tail: float, wire: int, npk: int,
