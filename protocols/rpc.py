@@ -418,20 +418,27 @@ class Mesh:
                     per: int) -> None:
         """One RC QP pair per (node, peer, thread index), ``qps_per_peer`` times; with
         two-sided RC RPC each end gets ``per`` RECVs."""
+        # Memory per QP matters here (threads x nodes^2 of them): the two maps share one
+        # (qpn, nic id) key tuple per QP, and the owners are the endpoints' own key
+        # tuples, not new ones per QP.
+        keys = {k: k for k in self.endpoints}
+        owner, peer_qp = self.qp_owner, self.peer_qp
         for node in range(n):
             for m in range(node + 1, n):
                 for i in range(threads):
                     a, b = self.endpoints[(node, i)], self.endpoints[(m, i)]
+                    ka, kb = keys[(node, i)], keys[(m, i)]
                     for _ in range(qps_per_peer):
                         qa, qb = a.create_qp("RC"), b.create_qp("RC")
                         qa.connect(qb)
                         a.rc.setdefault(m, []).append(qa)
                         b.rc.setdefault(node, []).append(qb)
                         # the owner of the far end, as seen from each end
-                        self.qp_owner[qa.qp_num, qa.ctx.nic_id] = (m, i)
-                        self.qp_owner[qb.qp_num, qb.ctx.nic_id] = (node, i)
-                        self.peer_qp[qa.qp_num, qa.ctx.nic_id] = qb
-                        self.peer_qp[qb.qp_num, qb.ctx.nic_id] = qa
+                        ida, idb = (qa.qp_num, qa.ctx.nic_id), (qb.qp_num, qb.ctx.nic_id)
+                        owner[ida] = kb
+                        owner[idb] = ka
+                        peer_qp[ida] = qb
+                        peer_qp[idb] = qa
                         if two_sided:
                             a._add_qp(qa)
                             b._add_qp(qb)
