@@ -110,6 +110,20 @@ def test_post_recv_of_one_descriptor_repeated_is_checked_and_posted_as_a_list(cx
     wr = WorkRequest(SEND, 64)
     with pytest.raises(TypeError, match="every element must be a WorkRequest"):
         a.post_recv([wr, wr, mock.ANY, wr])
+
+    class EqualsOnlyWorkRequests:
+        def __eq__(self, other):
+            return isinstance(other, WorkRequest)
+
+    class Ambiguous:                         # like a numpy array: == gives no bool
+        def __eq__(self, other):
+            raise ValueError("ambiguous")
+
+    for odd in (EqualsOnlyWorkRequests(), Ambiguous(), None, 7):
+        with pytest.raises(TypeError, match="every element must be a WorkRequest"):
+            a.post_recv([wr, odd, wr])
+    with pytest.raises(TypeError, match="every element must be a WorkRequest"):
+        a.post_recv((wr, wr, "RECV"))
     assert wr.opcode == SEND                 # nothing relabelled on a refused post
     b.post_recv([wr] * 7, event=False)
     assert wr.opcode == RECV
