@@ -19,11 +19,14 @@ memory is its own, and reports:
 
 Workloads (fixed per node, so the simulated work grows linearly with the nodes):
 
-- ``read``: the ``microbench`` kind, all-to-all 64 B RC READs, 2 threads per node (one RC
-  QP per thread and ordered pair of nodes: 2 x threads x N x (N - 1) QPs), 4 coroutines x
-  2 outstanding, cx4-edr, one NIC per node; 5 us warm-up, 5 us window.
-- ``smallbank``: the ``txn`` kind, SmallBank on the DrTM+H preset, 2 threads x 4
-  coroutines, 2 cx4-edr NICs per node; 10 us warm-up, 10 us window.
+- ``read``: the ``microbench`` kind, all-to-all 64 B RC READs, ``--threads`` (2) per node
+  (one RC QP pair per thread and ordered pair of nodes: 2 x threads x N x (N - 1) QPs),
+  ``--coroutines`` (4) x 2 outstanding, cx4-edr, one NIC per node; 5 us warm-up, 5 us
+  window.
+- ``smallbank``: the ``txn`` kind, SmallBank on the DrTM+H preset, ``--threads`` (2) x
+  ``--coroutines`` (4), 2 cx4-edr NICs per node; 10 us warm-up, 10 us window. (Seed
+  000's setting is ``--threads 24 --coroutines 8``: 3.8 M RC QPs and several GB at 400
+  nodes.)
 
 Topologies: ``single`` (one switch) and ``leafspine`` (``leaf_spine`` with ``max(2, N //
 16)`` leaves and half as many spines, at least 2, non-oversubscribed).
@@ -31,9 +34,10 @@ Topologies: ``single`` (one switch) and ``leafspine`` (``leaf_spine`` with ``max
 Usage::
 
     python benchmarks/scale.py [--quick] [--nodes 16 80 160 320] [--workloads read smallbank]
-                               [--topologies single leafspine] [--out scale.json]
+                               [--topologies single leafspine] [--threads 2]
+                               [--coroutines 4] [--out scale.json]
 
-``--quick`` runs 16 and 48 nodes on the single switch only (under a minute). Wall times
+``--quick`` runs 16 and 80 nodes on the single switch only (under a minute). Wall times
 are of a shared machine: compare the ``efficiency`` columns, not the seconds.
 """
 from __future__ import annotations
@@ -66,7 +70,7 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _setup_read(nodes: int, topo: dict):
+def _setup_read(nodes: int, topo: dict, threads: int = 2, coros: int = 4):
     """(sim, cluster, start(), work(), warm_ns, measure_ns) of the READ microbenchmark."""
     from rnicsim.cluster import Cluster
     from rnicsim.profile import load_profile
@@ -74,7 +78,8 @@ def _setup_read(nodes: int, topo: dict):
     from workloads.microbench import Microbench, MicrobenchSpec
 
     prof = load_profile("cx4-edr")
-    spec = MicrobenchSpec(verb="read", payload=64, threads=2, coroutines=4, outstanding=2)
+    spec = MicrobenchSpec(verb="read", payload=64, threads=threads, coroutines=coros,
+                          outstanding=2)
     sim = Simulation(1)
     cluster = Cluster(sim, prof, nodes, 1, topology=topo)
     mb = Microbench(sim, cluster, spec)
@@ -83,14 +88,13 @@ def _setup_read(nodes: int, topo: dict):
     return sim, cluster, mb.start, (lambda: mb.ops), warm, meas
 
 
-def _setup_smallbank(nodes: int, topo: dict):
+def _setup_smallbank(nodes: int, topo: dict, threads: int = 2, coros: int = 4):
     """(sim, cluster, start(), work(), warm_ns, measure_ns) of SmallBank on DrTM+H."""
     from protocols.txn.bench import build, make_workload
     from protocols.txn.systems import preset
     from rnicsim.profile import load_profile
 
     prof = load_profile("cx4-edr")
-    threads, coros = 2, 4
     wl = make_workload("smallbank", {}, nodes, threads, prof.host.clock, coros)
     b = build(prof, nodes, threads, wl, preset("drtmh"), coros, nics_per_node=2,
               topology=topo)
@@ -103,7 +107,7 @@ def _setup_smallbank(nodes: int, topo: dict):
             (lambda: b.occ.stats.committed), warm, meas)
 
 
-def one(workload: str, topo_kind: str, nodes: int) -> dict:
+def one(workload: str, topo_kind: str, nodes: int, threads: int = 2, coros: int = 4) -> dict:
     """Build and run one point in this process; return its numbers (see module doc)."""
     from benchmarks.engine import bare_simpy
 
@@ -119,7 +123,7 @@ def one(workload: str, topo_kind: str, nodes: int) -> dict:
     topo = topology(topo_kind, nodes)
     t0 = time.perf_counter()
     setup = _setup_read if workload == "read" else _setup_smallbank
-    sim, cluster, start, work, warm, meas = setup(nodes, topo)
+    sim, cluster, start, work, warm, meas = setup(nodes, topo, threads, coros)
     t1 = time.perf_counter()
     setup_rss = _rss_mb()
     qps = sum(len(nic.qps) for nic in cluster.nics)
@@ -138,6 +142,7 @@ def one(workload: str, topo_kind: str, nodes: int) -> dict:
     ev_rate = events / run_s
     work_rate = done / (t4 - t3)
     return {"workload": workload, "topology": topo_kind, "nodes": nodes,
+            "threads": threads, "coroutines": coros,
             "leaves": topo.get("leaves", 1), "qps": qps,
             "setup_s": round(t1 - t0, 3), "run_s": round(run_s, 3),
             "sim_us": (warm + meas) / 1e3, "events": events, "work": int(done),
@@ -175,21 +180,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, nargs="+", default=[16, 80, 160, 320])
     ap.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     ap.add_argument("--topologies", nargs="+", choices=TOPOLOGIES, default=list(TOPOLOGIES))
+    ap.add_argument("--threads", type=int, default=2, help="threads per node (default 2)")
+    ap.add_argument("--coroutines", type=int, default=4,
+                    help="coroutines per thread (default 4)")
     ap.add_argument("--quick", action="store_true",
-                    help="16 and 48 nodes, single switch (under a minute)")
+                    help="16 and 80 nodes, single switch (under a minute)")
     ap.add_argument("--out", type=Path, help="write the rows as a JSON list here")
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)   # child: workload topo nodes
     a = ap.parse_args(argv)
     if a.one is not None:
-        print(json.dumps(one(a.one[0], a.one[1], int(a.one[2]))), flush=True)
+        print(json.dumps(one(a.one[0], a.one[1], int(a.one[2]), a.threads, a.coroutines)),
+              flush=True)
         return 0
     if a.quick:
-        a.nodes, a.topologies = [16, 48], ["single"]
+        a.nodes, a.topologies = [16, 80], ["single"]
     rows = []
     for wl in a.workloads:
         for topo in a.topologies:
             for n in a.nodes:
-                r = subprocess.run([sys.executable, __file__, "--one", wl, topo, str(n)],
+                r = subprocess.run([sys.executable, __file__, "--one", wl, topo, str(n),
+                                    "--threads", str(a.threads),
+                                    "--coroutines", str(a.coroutines)],
                                    capture_output=True, text=True)
                 if r.returncode != 0:
                     print(r.stderr, file=sys.stderr)
