@@ -288,7 +288,7 @@ class Endpoint(Worker):
         inline = ln < cfg.inline_below and ln <= self.ctx.max_inline
         if cfg.transport == "write_imm":
             peer = self.mesh.endpoints[dest]
-            rq = self.mesh.peer_qp[qp.qp_num, qp.ctx.nic_id]
+            rq = self.mesh.peer_qp[qp]
             peer._ring_in.setdefault(rq.qp_num, deque()).append(items)
             pos = self._ring_pos.get(qp.qp_num, 0)
             if pos + ln > cfg.ring:
@@ -339,7 +339,7 @@ class Endpoint(Worker):
     def _src_of(self, wc, qp) -> tuple[int, int]:
         if self.cfg.transport == "ud":
             return self.mesh.by_address[wc.src]
-        return self.mesh.qp_owner[qp.qp_num, qp.ctx.nic_id]
+        return self.mesh.qp_owner[qp]
 
     # ------------------------------------------------------------------ event loop
     def _poll_loop(self):
@@ -391,8 +391,11 @@ class Mesh:
         self.recv_wr = WorkRequest(RECV, 4096 + UD_GRH)
         self.endpoints: dict[tuple[int, int], Endpoint] = {}
         self.by_address: dict[tuple[int, int], tuple[int, int]] = {}
-        self.qp_owner: dict[tuple[int, int], tuple[int, int]] = {}
-        self.peer_qp: dict[tuple[int, int], Any] = {}
+        # RC QP (the QueuePair object) -> (node, thread) owning its far end; -> the far
+        # end's QueuePair. Keyed by the object, not by (qpn, nic id): no key tuple per QP
+        # (threads x nodes^2 of them), and only identity is used (no order depends on it).
+        self.qp_owner: dict[Any, tuple[int, int]] = {}
+        self.peer_qp: dict[Any, Any] = {}
         for node in range(n):
             for i in range(threads):
                 self.endpoints[(node, i)] = Endpoint(self, node, i)
@@ -418,20 +421,25 @@ class Mesh:
                     per: int) -> None:
         """One RC QP pair per (node, peer, thread index), ``qps_per_peer`` times; with
         two-sided RC RPC each end gets ``per`` RECVs."""
+        # Memory per QP matters here (threads x nodes^2 of them): the owners are the
+        # endpoints' own key tuples, not new ones per QP.
+        keys = {k: k for k in self.endpoints}
+        owner, peer_qp = self.qp_owner, self.peer_qp
         for node in range(n):
             for m in range(node + 1, n):
                 for i in range(threads):
                     a, b = self.endpoints[(node, i)], self.endpoints[(m, i)]
+                    ka, kb = keys[(node, i)], keys[(m, i)]
                     for _ in range(qps_per_peer):
                         qa, qb = a.create_qp("RC"), b.create_qp("RC")
                         qa.connect(qb)
                         a.rc.setdefault(m, []).append(qa)
                         b.rc.setdefault(node, []).append(qb)
                         # the owner of the far end, as seen from each end
-                        self.qp_owner[qa.qp_num, qa.ctx.nic_id] = (m, i)
-                        self.qp_owner[qb.qp_num, qb.ctx.nic_id] = (node, i)
-                        self.peer_qp[qa.qp_num, qa.ctx.nic_id] = qb
-                        self.peer_qp[qb.qp_num, qb.ctx.nic_id] = qa
+                        owner[qa] = kb
+                        owner[qb] = ka
+                        peer_qp[qa] = qb
+                        peer_qp[qb] = qa
                         if two_sided:
                             a._add_qp(qa)
                             b._add_qp(qb)

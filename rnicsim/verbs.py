@@ -85,6 +85,30 @@ def _wr_list(wrs, call: str) -> None:
                             f"{type(wr).__name__}")
 
 
+# A WorkRequest that is never posted: no list element is it, so only an element that
+# claims equality with any WorkRequest compares equal to it (see _one_repeated).
+_PROBE = WorkRequest(RECV)
+
+
+def _one_repeated(wrs) -> bool:
+    """True when ``wrs`` is a list or tuple of n >= 2 references to one WorkRequest.
+
+    Two C-speed counts instead of a Python pass over the elements: WorkRequest defines no
+    ``__eq__``, so an element other than ``wrs[0]`` equals it only if it is an object
+    whose own ``__eq__`` says so (``mock.ANY``, ...), and such an object also equals
+    :data:`_PROBE`, which no genuine element does. Any doubt (a comparison raising)
+    answers False, and the caller checks element by element (:func:`_wr_list`)."""
+    if (wrs.__class__ is not list and wrs.__class__ is not tuple) or len(wrs) < 2:
+        return False
+    w0 = wrs[0]
+    if w0.__class__ is not WorkRequest:
+        return False
+    try:
+        return wrs.count(w0) == len(wrs) and wrs.count(_PROBE) == 0
+    except Exception:
+        return False
+
+
 def _check_local(wr: WorkRequest, n: int, node: int, what: str) -> None:
     """``wr.local[local_offset, +n)`` is a registered region of this node: the NIC would
     fail the request with a local protection error otherwise."""
@@ -465,9 +489,17 @@ class QueuePair:
         opcode is set to RECV whatever it was); TypeError/ValueError otherwise. The NIC does not check that a SEND fits the
         buffer: size buffers for the largest message (UD: plus the 40-B GRH).
         """
-        _wr_list(wrs, "post_recv")
         node = self.ctx.node.id
-        for wr in wrs:
+        # A receive queue is often filled with one descriptor repeated (protocols.rpc.Mesh
+        # posts [wr] * depth, depth ~ peers x in-flight: threads x nodes^2 elements over a
+        # cluster); checking and relabelling that one object once does it for all, with
+        # the same checks, errors and result (see _one_repeated).
+        if _one_repeated(wrs):
+            distinct = wrs[:1]
+        else:
+            _wr_list(wrs, "post_recv")
+            distinct = wrs
+        for wr in distinct:
             n = wr.length
             if n.__class__ is not int and not _is_count(n) or n < 0:
                 raise _bad_length(wr, "post_recv")
@@ -475,7 +507,7 @@ class QueuePair:
                 _check_local(wr, n, node, "post_recv")
         now = self.sim.env._now
         t = self.thread.reserve(now, len(wrs) * self.ctx.host.wqe_build)
-        for wr in wrs:
+        for wr in distinct:
             wr.opcode = RECV     # an ibv_recv_wr has no opcode: whatever was given is moot
         self.ctx._nic.post_recv(self._hw, list(wrs))
         return self.sim.env.timeout(t - now) if event else None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rnicsim.cluster import Cluster
-from rnicsim.sim import Simulation
+from rnicsim.sim import Simulation, long_lived_heap
 
 from ..rpc import Mesh, RpcConfig
 from .occ import OccConfig, OccSystem, check_coroutines
@@ -73,12 +73,17 @@ def build(profile, nodes: int, threads: int, workload, cfg: OccConfig, coroutine
         raise ValueError(f"threads: a positive integer (worker threads per node), got "
                          f"{threads!r}")
     sim = Simulation(seed)
-    cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores, topology=topology)
-    mesh = Mesh(cluster, threads, cfg.rpc, rc=True, qps_per_peer=qps_per_peer,
-                in_flight=2 * coroutines + 8)
-    store = Store(cluster, workload.tables, threads, cfg.rep_factor,
-                  cache_warm=cfg.index_cache)
-    occ = OccSystem(mesh, store, cfg, history)
+    # The whole build runs with the cyclic collector held off (rnicsim.sim): after the
+    # mesh's threads x nodes^2 QPs exist, a full collection triggered by the store's or
+    # the OCC system's allocations rescans all of them. Results do not depend on it.
+    with long_lived_heap():
+        cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores,
+                          topology=topology)
+        mesh = Mesh(cluster, threads, cfg.rpc, rc=True, qps_per_peer=qps_per_peer,
+                    in_flight=2 * coroutines + 8)
+        store = Store(cluster, workload.tables, threads, cfg.rep_factor,
+                      cache_warm=cfg.index_cache)
+        occ = OccSystem(mesh, store, cfg, history)
     cluster.setup_done()
     return Bench(sim, cluster, mesh, store, occ, workload, threads, coroutines)
 

@@ -97,6 +97,39 @@ def test_post_recv_rejects_negative_lengths_and_counts(cx4):
         a.post_recv(WorkRequest(RECV, 64))
 
 
+def test_post_recv_of_one_descriptor_repeated_is_checked_and_posted_as_a_list(cx4):
+    """post_recv checks a list holding one WorkRequest repeated ([wr] * n, as the RPC
+    mesh posts its receive queues) once; it must still refuse what it refuses element by
+    element: a bad repeated buffer, and anything that is not a WorkRequest among them,
+    even an object claiming equality with everything (mock.ANY), and it posts n RECVs."""
+    from unittest import mock
+
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    with pytest.raises(ValueError, match="post_recv: length must be .* got -1"):
+        a.post_recv([WorkRequest(RECV, -1)] * 5)
+    wr = WorkRequest(SEND, 64)
+    with pytest.raises(TypeError, match="every element must be a WorkRequest"):
+        a.post_recv([wr, wr, mock.ANY, wr])
+
+    class EqualsOnlyWorkRequests:
+        def __eq__(self, other):
+            return isinstance(other, WorkRequest)
+
+    class Ambiguous:                         # like a numpy array: == gives no bool
+        def __eq__(self, other):
+            raise ValueError("ambiguous")
+
+    for odd in (EqualsOnlyWorkRequests(), Ambiguous(), None, 7):
+        with pytest.raises(TypeError, match="every element must be a WorkRequest"):
+            a.post_recv([wr, odd, wr])
+    with pytest.raises(TypeError, match="every element must be a WorkRequest"):
+        a.post_recv((wr, wr, "RECV"))
+    assert wr.opcode == SEND                 # nothing relabelled on a refused post
+    b.post_recv([wr] * 7, event=False)
+    assert wr.opcode == RECV
+    assert len(b._hw.recvs) == 7 and all(r is wr for r in b._hw.recvs)
+
+
 def test_connect_refuses_a_second_peer(cx4):
     """Reconnecting a connected QP to another QP would leave the first peer pointing at
     it; it raises, while repeating the same connection is harmless."""
