@@ -83,6 +83,23 @@ _REQ_EXT = (0, IMMDT, RETH, RETH + IMMDT, RETH, ATOMIC_ETH, ATOMIC_ETH, 0)
 _INF = float("inf")
 
 
+def _hold_back(qp: "QpHw", wrs) -> None:
+    """Append ``wrs`` to the WRs ``qp`` holds back (``qp.pending``)."""
+    if qp.pending:
+        qp.pending.extend(wrs)
+    else:
+        qp.pending = list(wrs)
+
+
+def _track(qp: "QpHw", seq: int, wr) -> None:
+    """``wr`` (request ``seq`` of RC ``qp``) awaits its completion (``qp.inflight``)."""
+    inf = qp.inflight
+    if inf is None:
+        qp.inflight = {seq: wr}
+    else:
+        inf[seq] = wr
+
+
 class QpHw:
     """Hardware state of one queue pair (created through :mod:`rnicsim.verbs`)."""
 
@@ -102,7 +119,10 @@ class QpHw:
         self.recv_cq = recv_cq
         self.state = RTS
         self.rd_out = 0
-        self.pending: list = []        # WRs held back (read credits, a stalled context); only extended and drained whole
+        # WRs held back (read credits, a stalled context); only extended and drained whole.
+        # A shared empty tuple until first needed, as ``recvs``: at 80-400 nodes most of
+        # the millions of QPs never hold any (an empty list is 56 B each).
+        self.pending: list | tuple = ()
         # Posted RECVs and when each one's descriptor is on the NIC: shared empty tuples
         # until the first post_recv (most RC QPs of a one-sided mesh never receive; two
         # deques are ~760 B, which at 80+ nodes is most of a QP's memory).
@@ -112,7 +132,9 @@ class QpHw:
         self.peer: tuple[int, int] | None = None      # (nic id, qpn) for RC/UC
         self.path = None
         self.ack_count = 0
-        self.inflight: dict[int, WorkRequest] = {}    # signaled RC WRs awaiting completion
+        # signaled RC WRs awaiting completion, by sequence number; None until the first
+        # (an empty dict is 64 B per QP)
+        self.inflight: dict[int, WorkRequest] | None = None
         self.seq = 0
         self.timeout_ns = 4096.0 * (1 << 14) * 8       # ibv timeout=14, retry_cnt=7
         self.on_error = None
@@ -340,7 +362,7 @@ class Rnic:
             self._flush(qp, wrs)
             return
         if qp.pending or qp.waiting:
-            qp.pending.extend(wrs)
+            _hold_back(qp, wrs)
             return
         self._run_sq(qp, wrs, 0)
 
@@ -362,7 +384,7 @@ class Rnic:
                 if cq.pushed < wr.wait_count:
                     # CORE-Direct: the send queue stops here until the CQ has enough
                     # completions; the NIC resumes it itself.
-                    qp.pending.extend(wrs[i + 1:])
+                    _hold_back(qp, wrs[i + 1:])
                     qp.waiting = True
                     pu_busy[pu] = t
                     cq.nic_wait(wr.wait_count, lambda q=qp: self._resume_wait(q))
@@ -370,7 +392,7 @@ class Rnic:
                 continue
             if op >= READ:  # READ, CAS, FAA need a slot (WAIT was handled above)
                 if qp.rd_out >= self.max_rd:
-                    qp.pending.extend(wrs[i:])
+                    _hold_back(qp, wrs[i:])
                     break
                 qp.rd_out += 1
             ctx = self._qpc_lookup(qp, t)
@@ -399,8 +421,8 @@ class Rnic:
     def _resume_wait(self, qp: QpHw) -> None:
         """A CORE-Direct WAIT of ``qp`` is satisfied: run the rest of its send queue."""
         qp.waiting = False
-        pend = list(qp.pending)
-        qp.pending.clear()
+        pend = qp.pending
+        qp.pending = ()
         if qp.state is not ERR:
             self._run_sq(qp, pend, 0)
 
@@ -597,13 +619,13 @@ class Rnic:
         if not dst.up or not fab.path_up(path):
             if qtype == RC:
                 if wr.signaled:
-                    qp.inflight[msg.seq] = wr
+                    _track(qp, msg.seq, wr)
                 self.sim.call_at(self.sim.now + qp.timeout_ns, self._rc_timeout, qp)
             return
         self.sim.call_at(arrive, dst._rx_request, msg)
         if qtype == RC:
             if wr.signaled:
-                qp.inflight[msg.seq] = wr
+                _track(qp, msg.seq, wr)
         elif wr.signaled:
             # UD/UC complete locally once the message has left the NIC.
             t_sent = (ready if ready > tail else tail) + wire * self.ns_per_byte_in
@@ -845,7 +867,7 @@ class Rnic:
             req_qp = msg.qp
             if req_qp.type == RC:
                 if msg.wr.signaled:
-                    req_qp.inflight[msg.seq] = msg.wr
+                    _track(req_qp, msg.seq, msg.wr)
                 self.sim.call_at(self.sim.now + req_qp.timeout_ns, req_qp.nic._rc_timeout,
                                  req_qp)
             return
@@ -1125,7 +1147,8 @@ class Rnic:
         op = wr.opcode
         t, head = self._serve(qp, msg, self.comp_t[op], now)
         if msg.kind == 3:  # NAK: the QP breaks
-            qp.inflight.pop(msg.seq, None)
+            if qp.inflight:
+                qp.inflight.pop(msg.seq, None)
             self._complete(qp, wr, msg.old, self.pcie.dma_write(t, self.p.cqe_size), 0)
             self._break(qp, t)
             return
@@ -1146,12 +1169,13 @@ class Rnic:
             data = msg.old
         if op >= READ:
             qp.rd_out -= 1
-        if wr.signaled:
+        if wr.signaled and qp.inflight:
             qp.inflight.pop(msg.seq, None)
+        if wr.signaled:
             self._complete(qp, wr, SUCCESS, self._cqe_after(t, t_vis), wr.length, data)
         if qp.pending and qp.rd_out < self.max_rd and not qp.waiting:
-            pend = list(qp.pending)
-            qp.pending.clear()
+            pend = qp.pending
+            qp.pending = ()
             self._run_sq(qp, pend, 0)
 
     def _cqe_after(self, t_nic: float, t_vis: float) -> float:
@@ -1219,10 +1243,11 @@ class Rnic:
         if self.sim.trace.enabled:
             self.sim.trace.emit(t, "nic.qp_error", self.name, qpn=qp.qpn)
         status = first_status
-        for seq in sorted(qp.inflight):
-            self._complete(qp, qp.inflight[seq], status, t, 0)
-            status = WR_FLUSH_ERR
-        qp.inflight.clear()
+        if qp.inflight:
+            for seq in sorted(qp.inflight):
+                self._complete(qp, qp.inflight[seq], status, t, 0)
+                status = WR_FLUSH_ERR
+        qp.inflight = None
         if qp.seg is not None:
             # A segmented request and those waiting behind it never went (whole).
             qp.seg.live = False
@@ -1231,8 +1256,8 @@ class Rnic:
         if qp.rseg is not None:
             qp.rseg.live = False            # the requester's retries run out
             qp.rseg = qp.rseg_wait = None
-        self._flush(qp, list(qp.pending), t)
-        qp.pending.clear()
+        self._flush(qp, qp.pending, t)
+        qp.pending = ()
         for wr in qp.recvs:
             self._push_cqe(qp, qp.recv_cq, WorkCompletion(wr.wr_id, WR_FLUSH_ERR, RECV, 0,
                                                           qp.qpn), t)
