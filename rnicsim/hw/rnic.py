@@ -192,7 +192,7 @@ class _Seg:
     ``qp`` (``req_qp`` None) or a READ response of ``qp`` to ``req_qp``."""
 
     __slots__ = ("qp", "req_qp", "flow", "wr", "msg", "path", "dst", "head", "tail", "npk",
-                 "length", "ext", "next", "t_free", "prep_at", "live")
+                 "length", "ext", "next", "t_free", "prep_at", "live", "late")
 
     def __init__(self, qp, req_qp, wr, msg, path, dst, head, tail, npk, length,
                  ext) -> None:
@@ -212,6 +212,9 @@ class _Seg:
         self.t_free = 0.0         # [ns] when the segment sent last has left at line rate
         self.prep_at = 0.0        # [ns] when the next segment is prepared (its event)
         self.live = True          # False once sent whole or flushed
+        # [ns] what packets overtaking a segment before the last added: not the message's
+        # delay (see Rnic._emit_segment), never read.
+        self.late = 0.0
 
 
 class Rnic:
@@ -533,8 +536,13 @@ class Rnic:
         msg = st.msg
         path = st.path
         if n > 1:
+            # Only the last segment's delays are the message's (its arrival): a packet that
+            # overtakes an earlier segment at a port pushes back what is booked behind it
+            # there, so a later segment booked afterwards starts that much later, and one
+            # booked already is pushed back and made late through its own hold. Adding
+            # the earlier segments' overtakes to msg.late counted them twice.
             arrive = transmit(path, ready, wire, tail, min(payload, self.mtu) + self.pkt_ovh,
-                              qp.prio, msg, msg)
+                              qp.prio, msg, msg if st.next + n >= st.npk else st)
         else:
             arrive = transmit(path, tail, wire, None, 0, qp.prio, msg, None, qp)
         if msg.ecn:

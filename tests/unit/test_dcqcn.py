@@ -341,3 +341,62 @@ def test_a_segmented_message_waiting_for_its_next_segment_does_not_stall_the_clo
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert len(done) == 30
+
+
+def _overtaken_write(seg: bool, small_at) -> float:
+    """Node 0 WRITEs 1 MiB to node 2 over one InfiniBand switch; node 1 WRITEs 64 B to node
+    2 at ``small_at`` [ns] (None: not at all), its packet overtaking the long message at
+    the switch port to node 2. Returns when node 2 takes the long message (its last byte
+    plus what overtook it), with long messages segmented (``seg``) or sent whole."""
+    from rnicsim.cluster import Cluster
+    from rnicsim.sim import Simulation
+    from rnicsim.verbs import WRITE, Context, WorkRequest
+
+    prof = load_profile("cx4-edr")
+    sim = Simulation(1)
+    cl = Cluster(sim, prof, 3, 1)
+    nics = [cl.nodes[n].nics[0] for n in range(3)]
+    for nic in nics:
+        nic.seg_on = seg
+    ctx = {n: Context(cl, n, 0, cl.nodes[n].thread(0)) for n in range(3)}
+    mr = ctx[2].reg_mr(1 << 21)
+    taken = []
+    rx = nics[2]._rx_request
+
+    def rx_request(msg, rx=rx):
+        if msg.npkts > 1 and not msg.late and msg.qp.hold_req <= sim.now:
+            taken.append(sim.now)
+        rx(msg)
+
+    nics[2]._rx_request = rx_request
+
+    def writer(n, size, at):
+        cq = ctx[n].create_cq()
+        qp = ctx[n].create_qp("RC", cq)
+        qp.connect(ctx[2].create_qp("RC", ctx[2].create_cq()))
+        yield sim.timeout(at)
+        qp.post_send([WorkRequest(WRITE, size, 0, True, False, None, 0, mr.rkey, 0)],
+                     event=False)
+        yield cq.wait()
+
+    sim.process(writer(0, 1 << 20, 0))
+    if small_at is not None:
+        sim.process(writer(1, 64, small_at))
+    sim.run(until=10_000_000)
+    assert len(taken) == 1
+    return taken[0]
+
+
+def test_a_packet_overtaking_a_segmented_message_delays_it_once():
+    """A long message sent segment by segment (its segments back to back at line rate, as
+    RNICSIM_SEG=1 or DCQCN sends it) arrives when it would whole. A 64-B WRITE that
+    overtakes it at the switch port in the middle delays it by the packet's wire time,
+    once: the later segments are booked behind the pushed-back one. Until 2026-11-25
+    each overtaken segment also added the packet to the message's ``late``, so it was
+    taken that much later again (in RDMC's binomial pipeline the few ns made a block
+    lose the race with the ACK of the opposite direction on its QP)."""
+    alone = _overtaken_write(False, None)
+    assert _overtaken_write(True, None) == pytest.approx(alone, abs=1e-6)
+    whole = _overtaken_write(False, 40_000)
+    assert whole > alone + 1.0                   # the packet did overtake it
+    assert _overtaken_write(True, 40_000) == pytest.approx(whole, abs=1e-6)
