@@ -389,7 +389,7 @@ def _overtaken_write(seg: bool, small_at) -> float:
 
 def test_a_packet_overtaking_a_segmented_message_delays_it_once():
     """A long message sent segment by segment (its segments back to back at line rate, as
-    RNICSIM_SEG=1 or DCQCN sends it) arrives when it would whole. A 64-B WRITE that
+    DCQCN sends it; the test turns it on for every NIC) arrives when it would whole. A 64-B WRITE that
     overtakes it at the switch port in the middle delays it by the packet's wire time,
     once: the later segments are booked behind the pushed-back one. Until 2026-11-25
     each overtaken segment also added the packet to the message's ``late``, so it was
