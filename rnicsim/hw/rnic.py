@@ -268,7 +268,8 @@ class Rnic:
         self._tx_hold = None            # the _Seg whose message holds the wire
         # Segmenting long messages without DCQCN would let a switch port share itself
         # between long messages of different senders (it serves them whole, one after
-        # the other); it is not done: it moves RDMC's M1/M4 findings (docs/model.md).
+        # the other); it is not done until the _serve fault it exposes is fixed (RDMC's
+        # M1 fails with it; docs/model.md, ECN + DCQCN).
         self.seg_on = self.dcqcn
         # Bytes of GRH a UD receive writes before the payload: a RoCE packet always carries
         # one; an InfiniBand packet inside one subnet has none, and then the first 40 B of
@@ -474,9 +475,9 @@ class Rnic:
             ready, tail = self._pace(cc, ready, tail, wire, npk, length)
         if self.tx_rr:
             eg = path[0]
-            dur = (wire if npk == 1 else self.mtu + self.pkt_ovh) * eg.ns_per_byte
             start = self._direct(eg, ready, qp.prio)
             if start is None:
+                dur = (wire if npk == 1 else self.mtu + self.pkt_ovh) * eg.ns_per_byte
                 self._wait_wire(qp, ready, qp.prio, dur, self._emit_request,
                                 (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
                 return
@@ -512,9 +513,9 @@ class Rnic:
             ready, tail = self._pace(qp.cc, ready, tail, wire, n, payload)
         if self.tx_rr:
             eg = st.path[0]
-            dur = (wire if n == 1 else self.mtu + self.pkt_ovh) * eg.ns_per_byte
             start = self._direct(eg, ready, qp.prio)
             if start is None:
+                dur = (wire if n == 1 else self.mtu + self.pkt_ovh) * eg.ns_per_byte
                 self._wait_wire(st.flow, ready, qp.prio, dur, self._emit_segment,
                                 (st, ready, tail, wire, n, payload))
                 return
@@ -1089,9 +1090,9 @@ class Rnic:
             # (ACKs and NAKs come from the responder's pipeline, not a send queue: they
             # go at once, behind what is on the wire, in every mode.)
             eg = path[0]
-            dur = (last_pkt if last_pkt else wire) * eg.ns_per_byte
             start = self._direct(eg, ready, qp.prio)
             if start is None:
+                dur = (last_pkt if last_pkt else wire) * eg.ns_per_byte
                 self._wait_wire(qp.qpn, ready, qp.prio, dur, self._emit_reply,
                                 (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
                 return
