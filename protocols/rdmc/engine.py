@@ -17,6 +17,10 @@ Scope
       the sender's completion thread learns of the credit. A node sends a block only after
       holding it *and* holding the target's credit; each node has at most one block send
       outstanding and one block receive readied (paper section 4.2-4.3).
+    * **Two RC QPs per pair of members**, as RDMC's ``queue_pairs`` and
+      ``rfb_queue_pairs`` (``src/rdmc/group_send.h``): blocks on one; ready_for_block
+      credits, close messages and watchdog probes (zero-length WRITE-with-IMM) on the
+      other, so a credit never waits behind a block going the other way.
     * **Blocks** travel as one RC WRITE-with-IMM each (one NIC message, a handful of
       simulator events, not one per packet); the immediate carries ``block << 16 | k``.
       The receiver learns the block count from its first block, takes the message buffer
@@ -62,8 +66,7 @@ Scope
       message; no per-block credits are sent. Receivers pre-post receives for the whole
       message when its first block arrives (16 stay posted between messages). The last
       block is relayed by software on arrival, since its exact length (which tells the
-      receivers the message size) comes with it. Watchdog probes go only to the peer a
-      member receives from (a probe to the successor would shift its WAIT counts).
+      receivers the message size) comes with it.
 
     Not modelled: CORE-Direct for other schedules (RDMC's "partially ordered graph"), the
     small-message SST path of Derecho, RDMC's TCP bootstrap (group creation costs no
@@ -278,7 +281,7 @@ class _NodeRt:
         self.thread = eng.cluster.nodes[node].thread(o.thread_index)
         self.ctx = Context(eng.cluster, node, o.nic, self.thread)
         self.cq = self.ctx.create_cq(self.thread)
-        self.dispatch: dict[int, tuple] = {}      # qp_num -> (member, peer rank)
+        self.dispatch: dict[int, tuple] = {}      # qp_num -> (member, peer rank, control QP)
         self.dead = False
         self.mode = o.completion
         self.window = o.poll_window_ns
@@ -330,7 +333,7 @@ class _NodeRt:
                 ent = disp.get(wc.qp_num)
                 if ent is not None:
                     th.reserve(now, cpu)
-                    ent[0].on_wc(wc, ent[1])
+                    ent[0].on_wc(wc, ent[1], ent[2])
             if self.delay_rng is not None and self.delay_rng.random() < o.sched_delay_prob:
                 th.reserve(now, o.sched_delay_ns)
             busy = th.core.busy_until
@@ -387,7 +390,8 @@ class _NodeRt:
 class _Member:
     """State of one member (rank) of one group on its node."""
 
-    __slots__ = ("g", "rank", "node", "rt", "qps", "recv_avail", "first_mr", "msg_mr",
+    __slots__ = ("g", "rank", "node", "rt", "qps", "recv_avail", "ctl_qps", "ctl_avail",
+                 "first_mr", "msg_mr",
                  "next_seq", "credits", "failed", "dead", "suspect",
                  "m_seq", "m_k", "m_sends", "m_recvs", "m_si", "m_ri", "m_held", "m_nheld",
                  "m_sending", "m_msg", "m_last_len", "m_size", "progress", "seen",
@@ -401,6 +405,11 @@ class _Member:
         self.rt = rt
         self.qps: dict[int, object] = {}
         self.recv_avail: dict[int, int] = {}
+        # ready_for_block and close messages go on a second RC QP per peer, as RDMC's
+        # rfb_queue_pairs (src/rdmc/group_send.h): on the block QP a credit would wait
+        # behind a whole block going the other way (RC keeps a QP's messages in order).
+        self.ctl_qps: dict[int, object] = {}
+        self.ctl_avail: dict[int, int] = {}
         ctx = rt.ctx
         self.first_mr = ctx.reg_mr(g.block_size, name=f"rdmc.g{g.id}.first")
         self.msg_mr = ctx.reg_mr(g.max_message, name=f"rdmc.g{g.id}.area")
@@ -439,26 +448,30 @@ class _Member:
 
     # ---------------------------------------------------------------- helpers
     def _post_ctl(self, peer: int, imm: int, signaled: bool = False) -> None:
-        qp = self.qps[peer]
+        qp = self.ctl_qps[peer]
         if qp.state != "RTS":
             return
         qp.post_send([WorkRequest(WRITE_WITH_IMM, 0, wr_id=_WR_CTRL, signaled=signaled,
                                   imm=imm)])
 
-    def _consume_recv(self, peer: int) -> None:
-        n = self.recv_avail[peer] - 1
+    def _consume_recv(self, peer: int, ctl: bool = False) -> None:
+        """One receive of the block QP (``ctl``: the control QP) from ``peer`` was used;
+        post another batch when few are left."""
+        avail = self.ctl_avail if ctl else self.recv_avail
+        n = avail[peer] - 1
         if n < 4:
-            qp = self.qps[peer]
+            qp = (self.ctl_qps if ctl else self.qps)[peer]
             if qp.state == "RTS":
                 b = self.g.engine.opts.recv_batch
                 # Receives carry no buffer (WRITE-with-IMM places data by rkey), so one
                 # request object can be posted many times.
                 qp.post_recv([_RECV_WR] * b)
                 n += b
-        self.recv_avail[peer] = n
+        avail[peer] = n
 
     # ---------------------------------------------------------------- completions
-    def on_wc(self, wc, peer: int) -> None:
+    def on_wc(self, wc, peer: int, ctl: bool = False) -> None:
+        """A completion of this member's QP to rank ``peer`` (``ctl``: its control QP)."""
         if self.dead or self.failed:
             return          # a failed group stops: late blocks and credits are dropped
         if wc.status != SUCCESS:
@@ -466,13 +479,14 @@ class _Member:
                 self.learn_failure(self.g.members[peer], True)
             return
         if wc.opcode == RECV_RDMA_WITH_IMM:
+            if ctl:
+                self._consume_recv(peer, True)
+                self._on_control(wc.imm, peer)
+                return
             if peer == self.cd_in:
                 self.cd_count += 1
             self._consume_recv(peer)
-            if wc.byte_len:
-                self._on_block(wc, peer)
-            else:
-                self._on_control(wc.imm, peer)
+            self._on_block(wc, peer)        # sizes are >= 1 B: a block is never empty
         elif wc.wr_id == _WR_BLOCK:
             if self.g.send_log is not None:
                 self.g.send_log.append((self.m_seq, self.rank, peer, wc.t_post,
@@ -808,9 +822,9 @@ class _Member:
         if busy:
             if self.m_ri < len(self.m_recvs):
                 self._post_ctl(self.m_recvs[self.m_ri][0], _PROBE << 30)
-            # (CORE-Direct: no probe to the send target, it would shift the target's WAIT
-            # counts; its RC writes are outstanding or the target is probing us.)
-            if self.m_si < len(self.m_sends) and not self.g.cd:
+            # (Probes go on the control QP, so they never shift CORE-Direct WAIT counts,
+            # which count completions of the block QP.)
+            if self.m_si < len(self.m_sends):
                 self._post_ctl(self.m_sends[self.m_si][0], _PROBE << 30)
         else:
             peers = [self.g.parent[self.rank]] if self.rank else []
@@ -958,13 +972,19 @@ class Group:
             qa = ma.rt.ctx.create_qp("RC", ma.rt.cq, cqs[0])
             qb = mb.rt.ctx.create_qp("RC", mb.rt.cq, cqs[1])
             qa.connect(qb)
-            for q, m, peer in ((qa, ma, b), (qb, mb, a)):
+            # The control QPs complete on the members' main CQs (never the CORE-Direct
+            # block CQ, whose count says which blocks are in).
+            ca = ma.rt.ctx.create_qp("RC", ma.rt.cq, ma.rt.cq)
+            cb = mb.rt.ctx.create_qp("RC", mb.rt.cq, mb.rt.cq)
+            ca.connect(cb)
+            for q, m, peer, ctl in ((qa, ma, b, False), (qb, mb, a, False),
+                                    (ca, ma, b, True), (cb, mb, a, True)):
                 if o.retry_timeout_ns is not None:
                     q._hw.timeout_ns = float(o.retry_timeout_ns)   # the QP's retry timeout attr
-                m.qps[peer] = q
-                m.recv_avail[peer] = o.recv_batch
+                (m.ctl_qps if ctl else m.qps)[peer] = q
+                (m.ctl_avail if ctl else m.recv_avail)[peer] = o.recv_batch
                 q.post_recv([_RECV_WR] * o.recv_batch)
-                m.rt.dispatch[q.qp_num] = (m, peer)
+                m.rt.dispatch[q.qp_num] = (m, peer, ctl)
                 q.on_error(lambda _q, m=m, peer=peer: m.learn_failure(m.g.members[peer], True))
         if announce:
             # Every receiver readies its first block of message 0 at its first sender.

@@ -233,6 +233,14 @@ class Rnic:
         self.pkt_ovh = l.packet_overhead
         self.pcie = Pcie(profile.pcie, sim.env)
         self.pu_busy = [0.0] * max(1, n.processing_units)
+        # Per PU, the recent bookings as (event time [ns], busy-until before it [ns], work
+        # [ns]): a multi-packet message is served when its last byte is in, but its packets
+        # were processed as they came, so work the PU took on meanwhile (an ACK a few ns
+        # before the last byte) must not push the whole message after it (`_serve`).
+        self.pu_log = [[] for _ in self.pu_busy]
+        # Messages put off by `_arrived` (taken when called again): a set, not a QP field,
+        # since few messages are ever put off and there are millions of QPs.
+        self._held: set = set()
         self.qpc_stall = n.qpc_miss_stall
         # PU service time [ns] of each role, indexed by opcode (the profile gives them per
         # CATEGORY of opcode).
@@ -375,9 +383,10 @@ class Rnic:
         now = sim.env._now
         pu = qp.pu
         pu_busy = self.pu_busy
-        t = pu_busy[pu]
+        before = t = pu_busy[pu]
         if t < now:
             t = now
+        t0 = t
         mtu = self.mtu
         req_t = self.req_t
         for i in range(start, len(wrs)):
@@ -391,6 +400,7 @@ class Rnic:
                     _hold_back(qp, wrs[i + 1:])
                     qp.waiting = True
                     pu_busy[pu] = t
+                    self._pu_logged(pu, now, before, t - t0)
                     cq.nic_wait(wr.wait_count, lambda q=qp: self._resume_wait(q))
                     return
                 continue
@@ -421,6 +431,8 @@ class Rnic:
                 tail = l if l > tail else tail
             self._send_request(qp, wr, op, length, npk, head, tail)
         pu_busy[pu] = t
+        if t > t0:
+            self._pu_logged(pu, now, before, t - t0)
 
     def _resume_wait(self, qp: QpHw) -> None:
         """A CORE-Direct WAIT of ``qp`` is satisfied: run the rest of its send queue."""
@@ -845,8 +857,14 @@ class Rnic:
     def _arrived(self, msg: _Msg, fn) -> bool:
         """Whether ``msg`` may be taken now; if not, ``fn(msg)`` is called again when it
         may: after the time packets overtaking it on the way added (``msg.late``); and a
-        later message of the same QP that would arrive before such a late one is as late
-        as that one (it was behind it on the wire; RC keeps them in order)."""
+        later message of the same QP that would arrive no later than such a late one is
+        as late as that one (it was behind it on the wire; RC keeps them in order). A
+        message called again is taken then; same-time calls run in the order they were
+        made, which is the QP's order."""
+        held = self._held
+        if held and msg in held:
+            held.discard(msg)
+            return True
         now = self.sim.env._now
         q = msg.qp
         late = msg.late
@@ -860,13 +878,16 @@ class Rnic:
             elif t > q.hold_resp:
                 q.hold_resp = t
                 q.shift_resp = late
+            held.add(msg)
             self.sim.call_at(t, fn, msg)
             return False
         if msg.kind == 0:
-            if q.hold_req > now:
+            if q.hold_req >= now:
+                held.add(msg)
                 self.sim.call_at(now + q.shift_req, fn, msg)
                 return False
-        elif q.hold_resp > now:
+        elif q.hold_resp >= now:
+            held.add(msg)
             self.sim.call_at(now + q.shift_resp, fn, msg)
             return False
         return True
@@ -1003,35 +1024,73 @@ class Rnic:
         """Run an arriving message through its QP's PU; return (done, head-of-data) [ns].
 
         ``now`` is the arrival of the message's last byte; a multi-packet message started
-        arriving earlier, and its packets were processed as they came in.
+        arriving earlier, and its packets were processed as they came in: its first packet
+        starts from the PU's backlog as it was when that packet arrived (work booked
+        later does not push the whole message after it), and work the PU took on while
+        the message came in (``pu_log``) is interleaved with its packets, so it delays the
+        last packet, which is done no earlier than one packet time after the PU's other
+        work and its own arrival. The PU's work is conserved: busy-until grows by the
+        message's own work plus what was taken meanwhile.
         """
         pu = qp.pu
-        t = self.pu_busy[pu]
+        busy = self.pu_busy[pu]
         if msg.npkts > 1:
             first = now - (msg.wire - self.mtu) * self.ns_per_byte_in
-            if t < first:
-                t = first
+            # Walk back over the bookings taken after the first packet arrived.
+            log = self.pu_log[pu]
+            b0 = busy
+            meanwhile = 0.0
+            for i in range(len(log) - 1, -1, -1):
+                e = log[i]
+                if e[0] <= first:
+                    break
+                b0 = e[1]
+                meanwhile += e[2]
+            t = b0 if b0 > first else first
+            s0 = t
             ctx = self._qpc_lookup(qp, t)
             if ctx > t and self.qpc_stall:
                 t = ctx
             t += svc
             head = t if t > ctx + svc else ctx + svc
-            t += (msg.npkts - 1) * self.per_pkt
+            rest = (msg.npkts - 1) * self.per_pkt
+            t += rest
+            own = t - s0
+            t += meanwhile
+            last = busy + self.per_pkt
+            if t < last:
+                t = last
             self.pu_busy[pu] = t
-            done = head + (msg.npkts - 1) * self.per_pkt
+            done = head + rest + meanwhile
+            if done < last:
+                done = last
             last = now + self.per_pkt
             if done < last:
                 done = last
+            self._pu_logged(pu, now, busy, own)
         else:
+            t = busy
             if t < now:
                 t = now
+            s0 = t
             ctx = self._qpc_lookup(qp, t)
             if ctx > t and self.qpc_stall:
                 t = ctx
             t += svc
             self.pu_busy[pu] = t
             head = done = t if t > ctx + svc else ctx + svc
+            self._pu_logged(pu, now, busy, t - s0)
         return done, head
+
+    def _pu_logged(self, pu: int, now: float, before: float, work: float) -> None:
+        """Record a booking of ``work`` [ns] on PU ``pu`` taken at ``now`` (``before`` =
+        its busy-until before) for `_serve`; keeps the recent ones (a message's arrival
+        spans a few dozen bookings at most; older ones are forgotten, which serves a
+        message from a later backlog than it met, as before this log existed)."""
+        log = self.pu_log[pu]
+        log.append((now, before, work))
+        if len(log) > 64:
+            del log[:32]
 
     def _atomic(self, t: float, addr) -> float:
         """Run one atomic from time ``t`` on the atomic unit; return when its result is in."""
@@ -1055,8 +1114,13 @@ class Rnic:
                 del aa[k]
         if self.stall_nic:
             pb = self.pu_busy
+            now = self.sim.env._now
             for i in range(len(pb)):
                 if pb[i] < done:
+                    b = pb[i]
+                    w = done - (b if b > now else now)
+                    if w > 0:
+                        self._pu_logged(i, now, b, w)
                     pb[i] = done
         return landed
 

@@ -508,3 +508,92 @@ def test_round_robin_keeps_the_egress_work_conserving(n_pkts, sizes, times, flow
     else:
         assert last_pkt == pytest.approx(total)
     assert eg.cal.busy_ns == pytest.approx(total)
+
+
+def test_a_bulk_message_is_processed_as_its_packets_arrive_not_after_work_taken_at_its_end():
+    """`Rnic._serve` of a 256-packet message whose last byte arrives at T: its first packet
+    arrived at T - 255 packet times and was processed then. A small message the same PU
+    took 5 ns before T (an ACK of the opposite direction) is fitted between the packets:
+    the data head stays at first + svc, the last packet waits for that ACK's work, and the
+    PU's busy-until grows by both works (conserved). Before, the whole message started
+    after the ACK: its DMA write began after its last byte (+~73 us for 1 MiB)."""
+    from types import SimpleNamespace
+
+    p = load_profile("cx4-edr")
+    sim, cl, a, b, cq = _send_pair(p)
+    nic = cl.nodes[1].nics[0]
+    qp = b._hw
+    mtu, per_pkt = nic.mtu, nic.per_pkt
+    svc_ack, svc = 30.0, 60.0
+    T = 1_000_000.0
+    npk = 256
+    bulk = SimpleNamespace(npkts=npk, wire=npk * (mtu + nic.pkt_ovh))
+    first = T - (bulk.wire - mtu) * nic.ns_per_byte_in
+    nic._qpc_lookup(qp, 0.0)                 # the context is cached: no stall
+    ack = SimpleNamespace(npkts=1, wire=64)
+    nic._serve(qp, ack, svc_ack, T - 5)      # taken 5 ns before the bulk's last byte
+    busy_after_ack = T - 5 + svc_ack
+    assert nic.pu_busy[qp.pu] == pytest.approx(busy_after_ack)
+    done, head = nic._serve(qp, bulk, svc, T)
+    assert head == pytest.approx(first + svc)
+    own = svc + (npk - 1) * per_pkt
+    # per_pkt * 255 < the bulk's arrival time: the PU kept up, so the last packet is done
+    # one packet time after the later of the ACK's work and its own arrival.
+    assert own + svc_ack < T - first
+    assert done == pytest.approx(max(busy_after_ack, T) + per_pkt)
+    assert nic.pu_busy[qp.pu] == pytest.approx(max(first + own + svc_ack,
+                                                   busy_after_ack + per_pkt))
+
+
+def test_a_pu_saturated_during_a_bulk_arrival_finishes_all_work_conserved():
+    """When the PU's work taken during a bulk message's arrival exceeds the idle time
+    between its packets, the message is done when the PU has done all of it:
+    first + svc + (n-1) x per_pkt + the work taken meanwhile."""
+    from types import SimpleNamespace
+
+    p = load_profile("cx4-edr")
+    sim, cl, a, b, cq = _send_pair(p)
+    nic = cl.nodes[1].nics[0]
+    qp = b._hw
+    mtu, per_pkt = nic.mtu, nic.per_pkt
+    T = 1_000_000.0
+    npk = 16
+    bulk = SimpleNamespace(npkts=npk, wire=npk * (mtu + nic.pkt_ovh))
+    first = T - (bulk.wire - mtu) * nic.ns_per_byte_in
+    nic._qpc_lookup(qp, 0.0)
+    small = SimpleNamespace(npkts=1, wire=64)
+    span = T - first
+    k = 40
+    w = 2 * span / k                          # twice the arrival span of work meanwhile
+    for i in range(k):
+        nic._serve(qp, small, w, first + (i + 0.5) * span / k)
+    done, head = nic._serve(qp, bulk, 50.0, T)
+    assert head == pytest.approx(first + 50.0)
+    assert done == pytest.approx(first + 50.0 + (npk - 1) * per_pkt + k * w)
+
+
+def test_a_later_message_arriving_exactly_when_a_late_one_is_taken_goes_after_it():
+    """RC order at a tie: request A of a QP arrives at 1000 ns, 100 ns late (packets
+    overtook it), so it is taken at 1100. Request B of the same QP was booked to arrive at
+    exactly 1100 (its event was scheduled before A's retry). B was behind A on the wire:
+    it is taken after A, as late as A (1200), and each is taken exactly once."""
+    p = load_profile("cx4-edr")
+    sim, cl, a, b, cq = _send_pair(p)
+    nic = cl.nodes[1].nics[0]
+    q = a._hw
+    taken = []
+
+    def rx(msg):
+        if nic._arrived(msg, rx):
+            taken.append((msg.name, sim.now))
+
+    class Msg:                         # what _arrived reads of a message (hashable)
+        def __init__(self, name, late):
+            self.name, self.qp, self.kind, self.late = name, q, 0, late
+
+    A, B = Msg("A", 100.0), Msg("B", 0.0)
+    sim.call_at(1100.0, rx, B)        # scheduled first: runs first among 1100's events
+    sim.call_at(1000.0, rx, A)
+    sim.run()
+    assert taken == [("A", 1100.0), ("B", 1200.0)]
+    assert not nic._held
