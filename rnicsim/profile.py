@@ -185,6 +185,12 @@ class SwitchSection(BaseModel):
     ecn_kmin: SizeP                 # RoCE + DCQCN: queue above which ECN marking starts [B]
     ecn_kmax: SizeP                 # queue at which the marking probability is ecn_pmax [B]
     ecn_pmax: RatioP                # marking probability at ecn_kmax (all marked above)
+    interleave_segment: SizeP       # model resolution, not a switch register: ports
+                                    # interleave the packets of messages from different
+                                    # ingresses; NICs send a message longer than this in
+                                    # segments of at most this size so that ports can
+                                    # share themselves between long messages [B];
+                                    # 0 = whole messages (fewer events, FIFO per port)
 
     @model_validator(mode="after")
     def _thresholds(self) -> "SwitchSection":
