@@ -12,7 +12,8 @@ Tests that need fewer examples than the profile's budget scale it with
 
 Fixtures: ``sim`` (a fresh ``Simulation(1)``), ``log`` (trace events of ``sim`` as
 ``(t, name, scope, data)``), ``cx4``/``cx3`` (loaded profiles), ``make_rc_pair`` (a builder of
-two-node clusters with one connected RC QP pair) and ``rc_pair`` (one such pair on cx4-edr).
+two-node clusters with one connected RC QP pair), ``rc_pair`` (one such pair on cx4-edr)
+and ``write_incast`` (senders each WRITE one message at once into node 0).
 """
 from __future__ import annotations
 
@@ -119,3 +120,40 @@ def make_rc_pair():
 def rc_pair(sim: Simulation, cx4: Profile) -> RcPair:
     """A fresh cx4-edr RC pair on the ``sim`` fixture."""
     return build_rc_pair(cx4, sim)
+
+
+def run_write_incast(profile: Profile, senders: int = 8, size: int = 1 << 20, seed: int = 3,
+                     on_qp=None) -> tuple[Cluster, dict[int, float]]:
+    """Nodes 1..``senders`` each post one signaled WRITE of ``size`` [B] at time 0 into
+    node 0 (one RC QP each); run to the end. ``on_qp(n, qp)`` sees each sender's QP before
+    it posts. Returns the cluster and each sender's completion time [ns]."""
+    from rnicsim.verbs import WRITE, WorkRequest
+
+    sim = Simulation(seed)
+    cl = Cluster(sim, profile, senders + 1, 1)
+    ctx = {n: Context(cl, n, 0, cl.nodes[n].thread(0)) for n in range(senders + 1)}
+    mr = ctx[0].reg_mr(max(size, 4096))
+    done: dict[int, float] = {}
+
+    def sender(n):
+        cq = ctx[n].create_cq()
+        qp = ctx[n].create_qp("RC", cq)
+        qp.connect(ctx[0].create_qp("RC", ctx[0].create_cq()))
+        if on_qp is not None:
+            on_qp(n, qp)
+        qp.post_send([WorkRequest(WRITE, size, 0, True, False, None, 0, mr.rkey, 0)],
+                     event=False)
+        yield cq.wait()
+        done[n] = sim.now
+
+    for n in range(1, senders + 1):
+        sim.process(sender(n))
+    sim.run()
+    return cl, done
+
+
+@pytest.fixture(scope="session")
+def write_incast():
+    """``write_incast(profile, senders=8, size=1 MiB, seed=3, on_qp=None) -> (cluster,
+    {sender: completion [ns]})``: see :func:`run_write_incast`."""
+    return run_write_incast

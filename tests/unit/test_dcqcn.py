@@ -178,7 +178,7 @@ def test_a_cnp_during_a_long_message_slows_the_rest_of_it(op):
     assert after == base
 
 
-def test_marked_packets_of_long_messages_notify_while_they_arrive():
+def test_marked_packets_of_long_messages_notify_while_they_arrive(write_incast):
     """ECN marks are per packet, and each CNP leaves when its marked packet arrives:
     eight senders each WRITE one 1 MiB message at once into one 10 GbE port. Each sender
     gets CNPs all along its message's arrival, at most one per ``cnp_interval``, not one
@@ -186,34 +186,17 @@ def test_marked_packets_of_long_messages_notify_while_they_arrive():
     notified on its arrival). With the rate applied segment by segment the port is
     shared: the eight finish within 2x of each other, and the port carried the 8 MiB at
     no more than its rate."""
-    from rnicsim.cluster import Cluster
-    from rnicsim.sim import Simulation
-    from rnicsim.verbs import WRITE, Context, WorkRequest
-
     prof = load_profile("cx3-roce-10g").with_overrides({"nic.dcqcn": True})
-    sim = Simulation(3)
     senders = range(1, 9)
-    cl = Cluster(sim, prof, 9, 1)
-    ctx = {n: Context(cl, n, 0, cl.nodes[n].thread(0)) for n in range(9)}
-    mr = ctx[0].reg_mr(1 << 21)
-    done = {}
     cnp_at = {n: [] for n in senders}
 
-    def sender(n):
-        cq = ctx[n].create_cq()
-        qp = ctx[n].create_qp("RC", cq)
-        qp.connect(ctx[0].create_qp("RC", ctx[0].create_cq()))
+    def hook(n, qp):
         nic = qp._hw.nic
         rx_cnp = nic._rx_cnp
+        sim = nic.sim
         nic._rx_cnp = lambda q, n=n: (cnp_at[n].append(sim.now), rx_cnp(q))
-        qp.post_send([WorkRequest(WRITE, 1 << 20, 0, True, False, None, 0, mr.rkey, 0)],
-                     event=False)
-        yield cq.wait()
-        done[n] = sim.now
 
-    for n in senders:
-        sim.process(sender(n))
-    sim.run(until=50_000_000)
+    cl, done = write_incast(prof, on_qp=hook)
     gap = prof.nic.cnp_interval
     for n in senders:
         times = cnp_at[n]

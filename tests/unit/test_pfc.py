@@ -189,37 +189,15 @@ def test_qp_priority_through_verbs():
 
 
 @pytest.mark.parametrize("segment", ["128KiB", "0B"])
-def test_long_messages_from_different_senders_share_a_switch_port(segment):
+def test_long_messages_from_different_senders_share_a_switch_port(segment, write_incast):
     """Eight senders each WRITE one 1 MiB message at once into one 10 GbE port (PFC only,
     no DCQCN). A switch interleaves the packets of its ingresses, so the eight share the
     port and all finish near 8 MiB / 10 Gb/s; the model does it at the resolution of
     ``switch.interleave_segment`` (NICs send long messages in segments). With 0 (whole
     messages) the port serves them one after the other, as the model did before
     2026-11-25: the first finishes after about one message time."""
-    from rnicsim.cluster import Cluster
-    from rnicsim.sim import Simulation
-    from rnicsim.verbs import WRITE, Context, WorkRequest
-
     prof = load_profile("cx3-roce-10g").with_overrides({"switch.interleave_segment": segment})
-    sim = Simulation(3)
-    senders = range(1, 9)
-    cl = Cluster(sim, prof, 9, 1)
-    ctx = {n: Context(cl, n, 0, cl.nodes[n].thread(0)) for n in range(9)}
-    mr = ctx[0].reg_mr(1 << 21)
-    done = {}
-
-    def sender(n):
-        cq = ctx[n].create_cq()
-        qp = ctx[n].create_qp("RC", cq)
-        qp.connect(ctx[0].create_qp("RC", ctx[0].create_cq()))
-        qp.post_send([WorkRequest(WRITE, 1 << 20, 0, True, False, None, 0, mr.rkey, 0)],
-                     event=False)
-        yield cq.wait()
-        done[n] = sim.now
-
-    for n in senders:
-        sim.process(sender(n))
-    sim.run(until=50_000_000)
+    _cl, done = write_incast(prof)
     one = (1 << 20) * 8 / (prof.link.rate / 1e9)          # one message's payload time [ns]
     assert len(done) == 8
     assert max(done.values()) > 8 * one                    # never above the port's rate
