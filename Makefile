@@ -18,11 +18,15 @@ demo: $(STAMP)
 	$(BIN)/rnicsim perftest ib_read_lat --nic cx3-qdr -a --out out/perftest_ib_read_lat_cx3-qdr.txt
 	@echo "demo results and plots are in out/"
 
+# The suite runs on every core (pytest-xdist, one worker per core; worksteal balances the
+# few long tests). TEST_WORKERS=0 runs it in one process; one test: `.venv/bin/python -m pytest -q PATH::NAME`.
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m '' 
+	$(BIN)/python -m pytest -q -m '' -n $(TEST_WORKERS) --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py
