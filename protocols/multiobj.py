@@ -73,7 +73,8 @@ Metrics
     done [us], over the transactions that finish inside the window: NaN when none does),
     ``cpu_util`` (worker cores' mean busy share of the measured window), ``step`` (position on fig. 6's x-axis:
     0 baseline, 1 +coroutines, 2 +outstanding, 3 +doorbell, 4 +passive ACK; -1 when the
-    options are not a cumulative prefix), ``measure_us``.
+    options are not a cumulative prefix), ``measure_us``, the NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter` (``nic_pu_util``,
+    ``nic_pu_util_max``, ``pcie_util_max``, ``wire_util_max``).
 
 This module uses only :mod:`rnicsim.verbs`, the cluster builder, the RPC layer and the
 runtime (never ``rnicsim.hw``).
@@ -233,6 +234,7 @@ class MultiObjBench:
         """Spawn every thread's coroutines (call after ``sim.measure`` and before running
         the simulation)."""
         self._cpu = self.sim.cpu_meter(ep.thread.core for ep in self.mesh.endpoints.values())
+        self._util = self.cluster.utilization_meter()
         body = self._two_sided if self.two_sided else self._one_sided
         for ep in self.mesh.endpoints.values():
             for c in range(self.w.coroutines):
@@ -340,7 +342,7 @@ class MultiObjBench:
                 "throughput_mops_per_node": per_node * self.w.objects,
                 "lat_p50_us": h["p50"] / 1e3, "lat_p90_us": h["p90"] / 1e3,
                 "lat_p99_us": h["p99"] / 1e3, "cpu_util": self._cpu(),
-                "step": float(self.w.step())}
+                "step": float(self.w.step()), **self._util()}
 
 
 def stretch_window(w: MultiObjWorkload, profile, threads: int, nics_per_node: int,

@@ -497,7 +497,10 @@ class RpcBenchSpec:
 def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 1,
                   seed: int = 1, warmup_ns: float = 30_000.0, measure_ns: float = 30_000.0,
                   topology: dict | None = None, cores: int | None = None) -> dict[str, float]:
-    """Run an RPC throughput point and return its metrics (per machine).
+    """Run an RPC throughput point and return its metrics (per machine):
+    ``throughput_mops`` [M/s], ``throughput_mops_total``, ``lat_p50_us``/``p90``/``p99``,
+    ``cpu_util``, ``measure_us`` and the NIC-side shares of
+    :meth:`rnicsim.cluster.Cluster.utilization_meter`.
 
     Completions are counted, so the warm-up is at least twice, and the window four
     times, the time one node's whole window of requests and replies takes to cross its
@@ -548,13 +551,14 @@ def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 
             ep.spawn(coroutine, c)
     sim.measure(warmup_ns, measure_ns)
     cpu = sim.cpu_meter(n.thread(i).core for n in cluster.nodes for i in range(spec.threads))
+    util = cluster.utilization_meter()
     sim.run(until=warmup_ns + measure_ns)
     h = sim.stats.hist("lat").summary()
     total = done[0] / measure_ns * 1e3
     return {"throughput_mops": total / nodes, "throughput_mops_total": total,
             "lat_p50_us": h["p50"] / 1e3, "lat_p90_us": h["p90"] / 1e3,
             "lat_p99_us": h["p99"] / 1e3, "cpu_util": cpu(),
-            "measure_us": measure_ns / 1e3}
+            "measure_us": measure_ns / 1e3, **util()}
 
 
 def run_scenario_point(sc, profile) -> dict[str, float]:

@@ -7,6 +7,7 @@ Software reaches the hardware only through :mod:`rnicsim.verbs`.
 from __future__ import annotations
 
 from numbers import Integral
+from typing import Callable
 
 from .fabric import Fabric
 from .hw.host import Core, CpuThread
@@ -99,6 +100,41 @@ class Cluster:
             hits += nic.qpc.hits
             misses += nic.qpc.misses
         return hits + misses, misses
+
+    def utilization_meter(self) -> Callable[[], dict[str, float]]:
+        """A function giving how busy the cluster's NIC-side resources were over the
+        measured window (:meth:`Simulation.measure` first; shares [0-1] as
+        :meth:`Simulation.busy_meter` defines them, capped at 1):
+
+        - ``nic_pu_util``: the NICs' processing units, mean over NICs of the share of
+          their PUs' time taken by work (requester, responder and completer service,
+          context-miss stalls, atomics holding the NIC);
+        - ``nic_pu_util_max``: the same for the busiest NIC;
+        - ``pcie_util_max``: the busiest PCIe direction of any NIC (TLP time booked);
+        - ``wire_util_max``: the busiest link direction attached to a NIC (its egress, or
+          the switch port towards it).
+
+        A resource near 1 while the others are well below it is the bottleneck of the
+        run; CPU is the workloads' ``cpu_util``."""
+        nics = self.nics
+        pus = [max(1, n.p.processing_units) for n in nics]
+        fab = self.fabric
+        pipes = [c for n in nics for c in (n.pcie.up, n.pcie.down)]
+        wires = [fab.egress[n.id].cal for n in nics] + \
+            [fab.switches[fab.nic_switch[n.id]].ports[f"nic{n.id}"].cal for n in nics]
+        meter = self.sim.busy_meter(
+            [lambda n=n: n.pu_work_ns for n in nics] +
+            [lambda c=c: c.busy_ns for c in pipes + wires])
+        k, m = len(nics), len(pipes)
+
+        def util() -> dict[str, float]:
+            s = meter()
+            pu = [min(1.0, x / u) for x, u in zip(s[:k], pus)]
+            return {"nic_pu_util": sum(pu) / k, "nic_pu_util_max": max(pu),
+                    "pcie_util_max": min(1.0, max(s[k:k + m])),
+                    "wire_util_max": min(1.0, max(s[k + m:]))}
+
+        return util
 
     def fail_node(self, node: int) -> None:
         """Node ``node`` crashes: its NICs stop; RC peers break after their retry timeout.

@@ -20,7 +20,7 @@ from numbers import Integral
 from contextlib import contextmanager
 from array import array
 from heapq import heappop, heappush
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import simpy
@@ -246,18 +246,26 @@ class Simulation:
         uniq = list({id(c): c for c in cores}.values())
         if not uniq:
             raise ValueError("cpu_meter: no cores given")
-        w0, w1 = self.window
-        at = [w0, 0.0, None]        # opened at [ns], busy then [ns], busy at the end
+        shares = self.busy_meter([lambda c=c: c.busy_ns for c in uniq])
+        return lambda: min(1.0, sum(shares()) / len(uniq))
 
-        def busy() -> float:
-            return sum(c.busy_ns for c in uniq)
+    def busy_meter(self, sources: Sequence[Callable[[], float]]) -> Callable[[], list[float]]:
+        """A function giving, for each of ``sources`` (functions returning the busy time
+        [ns] booked so far on one resource: a core, a NIC's processing unit, a pipe), its
+        busy share over the measured window, as :meth:`cpu_meter` defines it (time booked
+        between the window's opening and its end, or now while it is open, over that span;
+        0 before the window opens). A share is not capped: work booked at the end of the
+        window for later (a backlog) can take it past 1. Call after :meth:`measure`."""
+        srcs = list(sources)
+        w0, w1 = self.window
+        at = [w0, None, None]       # opened at [ns], busy then, busy at the end (lists)
 
         def open_window() -> None:
             at[0] = self.now
-            at[1] = busy()
+            at[1] = [f() for f in srcs]
 
         def close_window() -> None:
-            at[2] = busy()
+            at[2] = [f() for f in srcs]
 
         if w0 <= self.now:
             open_window()
@@ -265,15 +273,17 @@ class Simulation:
             self.call_at(w0, open_window)
         self.call_at(w1, close_window)
 
-        def share() -> float:
-            if self.now < w0:
-                return 0.0
+        def shares() -> list[float]:
+            if self.now < w0 or at[1] is None:
+                return [0.0] * len(srcs)
             end = w1 if at[2] is not None else self.now
             span = end - at[0]
-            b = at[2] if at[2] is not None else busy()
-            return min(1.0, (b - at[1]) / len(uniq) / span) if span > 0 else 0.0
+            if span <= 0:
+                return [0.0] * len(srcs)
+            b = at[2] if at[2] is not None else [f() for f in srcs]
+            return [(x - x0) / span for x, x0 in zip(b, at[1])]
 
-        return share
+        return shares
 
     def _set_measuring(self, on: bool) -> None:
         self.measuring = on

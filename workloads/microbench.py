@@ -29,7 +29,9 @@ Metrics
     ``throughput_mops`` (operations completed per issuing machine [M/s]),
     ``throughput_mops_total``, ``bandwidth_gbps`` (payload per issuing machine),
     ``lat_p50_us``/``lat_p90_us``/``lat_p99_us``/``lat_p999_us`` (posting to completion of
-    signaled requests), ``qpc_miss_rate``, ``cpu_util`` (issuing threads' cores: mean busy share of the measured window).
+    signaled requests), ``qpc_miss_rate``, ``cpu_util`` (issuing threads' cores: mean busy
+    share of the measured window), the NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter` (``nic_pu_util``,
+    ``nic_pu_util_max``, ``pcie_util_max``, ``wire_util_max``).
 
 This module uses only :mod:`rnicsim.verbs` and the cluster builder, never ``rnicsim.hw``.
 """
@@ -217,6 +219,7 @@ class Microbench:
         # cpu_util: the issuing threads' cores over the measured window.
         self._cpu = self.sim.cpu_meter(self.cluster.nodes[n].thread(i).core
                                        for n in self.clients for i in range(sp.threads))
+        self._util = self.cluster.utilization_meter()
         for (node, i), ts in self.threads.items():
             issuing = node in self.clients
             if sp.verb in _OP:
@@ -467,6 +470,7 @@ class Microbench:
             "lat_p999_us": h["p999"] / 1e3,
             "qpc_miss_rate": miss / acc if acc else 0.0,
             "cpu_util": self._cpu(),
+            **self._util(),
         }
 
 

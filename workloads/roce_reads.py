@@ -46,7 +46,8 @@ Metrics
     grows faster than the wire), ``cpu_client`` (cores busy over the measured window
     per client node), ``cpu_server`` (cores busy on the server for this application: a
     spinning thread counts for the share of the core the scheduler gives it),
-    ``background_gbps`` (bulk flows' goodput [Gb/s]).
+    ``background_gbps`` (bulk flows' goodput [Gb/s]), the NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter` (``nic_pu_util``,
+    ``nic_pu_util_max``, ``pcie_util_max``, ``wire_util_max``).
 
 This module uses only :mod:`rnicsim.verbs`, the cluster builder and the clock, never
 ``rnicsim.hw``.
@@ -258,6 +259,7 @@ class RemoteReads:
         # CPU over the measured window: the clients' cores, the server processes' cores.
         self._cpu_clients = sim.cpu_meter(c.thread.core for c in self.clients)
         self._cpu_procs = sim.cpu_meter(p.thread.core for p in self.procs)
+        self._util = self.cluster.utilization_meter()
         self._proc_cores = len({id(p.thread.core) for p in self.procs})
         for c in self.clients:
             sim.process(self._client(c))
@@ -437,6 +439,7 @@ class RemoteReads:
             "cpu_client": min(1.0, cpu_client),
             "cpu_server": cpu_server,
             "background_gbps": self.bg_bytes * 8 / window_ns,
+            **self._util(),
         }
 
 

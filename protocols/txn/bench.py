@@ -11,8 +11,11 @@ Metrics
     attempts), ``round_trips_per_txn`` (network round trips a committed transaction's
     attempts waited for), ``lat_exec_us``/``lat_validate_us``/``lat_log_us``/
     ``lat_commit_us`` (mean per-phase latency of committing attempts), ``cpu_util``
-    (worker cores' busy share of the window), ``qpc_miss_rate`` (QP-context cache misses per lookup on all NICs in
-    the window), ``committed`` (count in the window).
+    (worker cores' busy share of the window), ``qpc_miss_rate`` (QP-context cache misses
+    per lookup on all NICs in the window), ``committed`` (count in the window), and the
+    NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter`
+    (``nic_pu_util``, ``nic_pu_util_max``, ``pcie_util_max``, ``wire_util_max``): with
+    ``cpu_util`` they say which resource bounds the run.
 """
 from __future__ import annotations
 
@@ -104,6 +107,7 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     b.occ.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
     cpu = sim.cpu_meter(_cores(b))
+    util = b.cluster.utilization_meter()
     at_window = {"qpc": (0, 0)}      # QP-context counts when the window opens
 
     def window_opens() -> None:
@@ -117,6 +121,7 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     # Every metric is taken before the drain, which must not count (CPU included).
     out = metrics(b, measure_ns, end, cpu())
     out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
+    out.update(util())
     if drain:
         b.occ.stop()
         sim.run()

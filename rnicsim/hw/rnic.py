@@ -241,6 +241,9 @@ class Rnic:
         # meanwhile (an ACK a few ns before the last byte) must not push the whole message
         # after it (`_serve`).
         self.pu_log = [array("d") for _ in self.pu_busy]
+        # Work booked on the PUs so far [ns], all PUs together (every booking goes through
+        # `_pu_logged`), for utilization meters (Cluster.utilization_meter).
+        self.pu_work_ns = 0.0
         # Messages put off by `_arrived` (taken when called again): a set, not a QP field,
         # since few messages are ever put off and there are millions of QPs.
         self._held: set = set()
@@ -1093,6 +1096,7 @@ class Rnic:
         its busy-until before) for `_serve`; keeps the recent ones (a message's arrival
         spans a few dozen bookings at most; older ones are forgotten, which serves a
         message from a later backlog than it met, as before this log existed)."""
+        self.pu_work_ns += work
         log = self.pu_log[pu]
         log.append(now)
         log.append(before)
