@@ -1364,15 +1364,30 @@ static int sweep_depth(struct client *c)
     return 0;
 }
 
+/* At every batch size (WRs per ibv_post_send, one doorbell) a throughput point from one
+ * posting thread on one QP and, with T = --qps-threads > 1, one from T threads each
+ * owning its own QP and CQ. One thread is bound by its own posting; T threads load the
+ * NIC, so how their rate moves with the batch shows what a doorbell and its WQE list
+ * cost the NIC (a list is fetched by DMA, a single WQE may come by BlueFlame). */
 static int sweep_batch(struct client *c)
 {
     int verbs[] = {V_READ, V_WRITE};
+    int T = qps_threads_of(c->a);
     for (int v = 0; v < 2; v++)
         for (int bsz = 1; bsz <= MAX_BATCH; bsz *= 2) {
             /* signal every 64 throughout, so only the doorbell batching changes */
             struct point p = mk_bw(SW_BATCH, verbs[v], 32, c->a->bw_iters, 128, 64);
             p.batch = bsz;
             RUN(c, &p);
+            if (T > 1) {
+                /* the same operations in all (pt.iters counts per thread) */
+                struct point q = mk_bw(SW_BATCH, verbs[v], 32, (c->a->bw_iters + T - 1) / T,
+                                       128, 64);
+                q.batch = bsz;
+                q.nqps = T;
+                q.threads = T;
+                RUN(c, &q);
+            }
         }
     return 0;
 }

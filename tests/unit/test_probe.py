@@ -404,6 +404,44 @@ def test_end_to_end_qps_sweep_with_posting_threads(fake_probe: Path, tmp_path: P
     assert got == [("ib_read_bw", q, 4, 16 if q <= 16 else 8, 32) for q in (4, 8, 16, 32)]
 
 
+def test_end_to_end_batch_sweep_with_posting_threads(fake_probe: Path, tmp_path: Path):
+    """--qps-threads 4: at every batch size the batch sweep measures READ and WRITE from
+    one thread on one QP and from 4 threads on a QP each (the same operations in all),
+    every operation completes, and each threaded point maps to the simulated ib_*_bw run
+    with 4 threads, 4 QPs and the batch as its post list (its own series per thread
+    count)."""
+    from calibration import fit as F
+    from calibration.parsers import load_measurements, parse_probe_jsonl
+    from rnicsim.profile import load_profile
+
+    port = _free_port()
+    srv = _start_server(fake_probe, port)
+    out = tmp_path / "probe.jsonl"
+    try:
+        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
+                  str(out), "--sweeps", "batch", "--qps-threads", "4", "--bw-iters", "512",
+                  "--time-limit", "3", "--connect-timeout", "5"], timeout=240)
+    finally:
+        _stop(srv)
+    assert r.returncode == 0, r.stderr
+    run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
+    assert run.complete and not run.skips, [s["reason"] for s in run.skips]
+    ms = run.measurements
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    assert [(m["verb"], m["batch"], m["threads"], m["qps"]) for m in ms] == [
+        (v, b, t, t) for v in ("READ", "WRITE") for b in sizes for t in (1, 4)]
+    for m in ms:
+        assert not m["truncated"] and m["mops"] > 0, m
+        assert (m["depth"], m["signal_every"], m["payload"]) == (128, 64, 32), m
+        assert m["iters"] >= 512, m
+    points, unmapped = F.map_measurements(load_measurements([out]), load_profile("cx4-edr"))
+    assert not unmapped
+    got = sorted((p.exp.tool, p.exp.threads, p.exp.qps, p.exp.post_list)
+                 for p in points if p.exp.threads > 1)
+    assert got == sorted((t, 4, 4, b) for t in ("ib_read_bw", "ib_write_bw") for b in sizes)
+    assert len({p.series for p in points}) == 4      # READ/WRITE x 1/4 threads
+
+
 def test_end_to_end_time_limit_and_interrupt(fake_probe: Path, tmp_path: Path):
     """Points stop at --time-limit; SIGINT ends the run with an 'interrupted' end line."""
     from calibration.parsers import parse_probe_jsonl
