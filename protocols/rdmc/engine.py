@@ -290,7 +290,10 @@ class _NodeRt:
         self.last_wc = self.sim.now
         self.timer = False
         self.watch = False
-        self.active: set = set()                  # members with a message in progress
+        # Members with a message in progress, in the order they became active: a dict, not
+        # a set, because the watchdog probes them in this order, and a set of objects
+        # iterates by memory address (results would change with unrelated allocations).
+        self.active: dict = {}
         self.cpu0 = self.thread.core.busy_ns
         h = eng.cluster.profile.host
         self.switch_ns = h.coroutine_switch
@@ -369,7 +372,7 @@ class _NodeRt:
 
     # ---------------------------------------------------------------- watchdog
     def activate(self, member) -> None:
-        self.active.add(member)
+        self.active[member] = None
         if not self.watch and self.eng.opts.watchdog_ns > 0:
             self.watch = True
             self.sim.call_in(self.eng.opts.watchdog_ns, self._watchdog)
@@ -380,7 +383,7 @@ class _NodeRt:
             return
         for m in list(self.active):
             if not m.watchdog():
-                self.active.discard(m)
+                del self.active[m]
         if not self.active:
             self.watch = False
             return
