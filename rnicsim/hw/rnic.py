@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 from .cache import LruCache
 from .cq import Cq
@@ -721,17 +721,25 @@ class Rnic:
         if q is None:
             q = self._txq[flow] = deque()
             self._ring.append(flow)
+            q.append(msg)
             self._head_in(flow, msg)
-        q.append(msg)
+        else:
+            q.append(msg)
         eg = self.fabric.egress[self.id]
         self._pull(prio, self._free_at(eg, ready, prio, dur) - eg.quantum)
 
     def _head_in(self, flow, msg: tuple) -> None:
         """``msg`` became the head message of ``flow`` (see ``_tx_heads``)."""
         self._tx_seq += 1
-        heappush(self._tx_heads, (msg[0], self._tx_seq, flow, msg))
+        heads = self._tx_heads
+        heappush(heads, (msg[0], self._tx_seq, flow, msg))
         d = self._tx_durs
         d[msg[1]] = d.get(msg[1], 0) + 1
+        txq = self._txq
+        if len(heads) > 4 * len(txq) + 64:
+            # Stale entries only leave from the top: keep memory bounded on long runs.
+            heads[:] = [e for e in heads if e[2] in txq and txq[e[2]][0] is e[3]]
+            heapify(heads)
 
     def _pull(self, prio: int, at: float) -> None:
         """Have the scheduler run at ``at`` [ns] (the earliest pull wins)."""
