@@ -285,15 +285,21 @@ SWITCH_KEYS = {"type", "switch_impl", "coroutines", "iters", "elapsed_s", "ns_pe
 CORO_POINTS = [(k, layout) for k in (1, 2, 4, 8, 16, 32) for layout in ("shared", "per_qp")]
 
 
-def _run_coro(fake_probe: Path, tmp_path: Path, *args: str) -> list[dict]:
+def _client_run(fake_probe: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    """A fake-verbs server on a free port, one client run writing ``out`` with ``args``
+    (sweeps and limits), the server stopped; the client's completed process."""
     port = _free_port()
     srv = _start_server(fake_probe, port)
-    out = tmp_path / "coro.jsonl"
     try:
-        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
-                  str(out), "--sweeps", "coro", *args], timeout=240)
+        return _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
+                     str(out), *args], timeout=240)
     finally:
         _stop(srv)
+
+
+def _run_coro(fake_probe: Path, tmp_path: Path, *args: str) -> list[dict]:
+    out = tmp_path / "coro.jsonl"
+    r = _client_run(fake_probe, out, "--sweeps", "coro", *args)
     assert r.returncode == 0, r.stderr
     lines = [json.loads(ln) for ln in out.read_text(encoding="utf-8").splitlines()]
     assert lines[0]["type"] == "probe" and lines[0]["args"]["sweeps"] == ["coro"]
@@ -372,16 +378,10 @@ def test_end_to_end_qps_sweep_with_posting_threads(fake_probe: Path, tmp_path: P
     from calibration.parsers import load_measurements, parse_probe_jsonl
     from rnicsim.profile import load_profile
 
-    port = _free_port()
-    srv = _start_server(fake_probe, port)
     out = tmp_path / "probe.jsonl"
-    try:
-        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
-                  str(out), "--sweeps", "qps", "--qps-threads", "4", "--max-qps", "32",
-                  "--iters", "20", "--bw-iters", "400", "--time-limit", "3",
-                  "--connect-timeout", "5"], timeout=240)
-    finally:
-        _stop(srv)
+    r = _client_run(fake_probe, out, "--sweeps", "qps", "--qps-threads", "4", "--max-qps",
+                    "32", "--iters", "20", "--bw-iters", "400", "--time-limit", "3",
+                    "--connect-timeout", "5")
     assert r.returncode == 0, r.stderr
     run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
     assert run.complete and not run.skips, [s["reason"] for s in run.skips]
@@ -414,15 +414,9 @@ def test_end_to_end_batch_sweep_with_posting_threads(fake_probe: Path, tmp_path:
     from calibration.parsers import load_measurements, parse_probe_jsonl
     from rnicsim.profile import load_profile
 
-    port = _free_port()
-    srv = _start_server(fake_probe, port)
     out = tmp_path / "probe.jsonl"
-    try:
-        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
-                  str(out), "--sweeps", "batch", "--qps-threads", "4", "--bw-iters", "512",
-                  "--time-limit", "3", "--connect-timeout", "5"], timeout=240)
-    finally:
-        _stop(srv)
+    r = _client_run(fake_probe, out, "--sweeps", "batch", "--qps-threads", "4", "--bw-iters",
+                    "512", "--time-limit", "3", "--connect-timeout", "5")
     assert r.returncode == 0, r.stderr
     run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
     assert run.complete and not run.skips, [s["reason"] for s in run.skips]
