@@ -797,6 +797,8 @@ class Rnic:
             # earliest head. Done here without the scan (fig. 5a READ responses: ~110
             # flows waiting, most pulls find none ready).
             heads = self._tx_heads
+            # Drop stale entries from the top; it ends: every waiting flow (txq is not
+            # empty here) has its current head in the heap.
             while True:
                 _, _, fl, hd = heads[0]
                 q = txq.get(fl)
