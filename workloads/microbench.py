@@ -99,7 +99,8 @@ class MicrobenchSpec:
         if self.verb in ("cas", "faa") and self.payload != 8:
             raise ValueError("payload: atomics are 8 bytes")
         if self.payload > self.region:
-            raise ValueError("payload: larger than the registered region")
+            raise ValueError(f"payload: at most the size of the registered region "
+                             f"(region: {self.region} B), got {self.payload} B")
         if self.qp_choice not in ("random", "coroutine"):
             raise ValueError("qp_choice: expected random or coroutine")
         if self.cq_layout not in ("shared", "per_qp"):
@@ -492,8 +493,35 @@ def run_microbench(profile, spec: MicrobenchSpec, nodes: int = 2, nics_per_node:
     return mb.results(measure_ns)
 
 
+def spec_of(sc) -> MicrobenchSpec:
+    """The :class:`MicrobenchSpec` of a scenario point (``transport: auto`` resolved:
+    ``ud`` for rpc/send, ``rc`` otherwise; ``threads`` from ``cluster.threads``)."""
+    w = sc.workload
+    transport = w.transport
+    if transport == "auto":
+        transport = "ud" if w.verb in ("rpc", "send") else "rc"
+    return MicrobenchSpec(
+        verb=w.verb, payload=w.payload, transport=transport,
+        rpc_direction=w.rpc_direction, mode=w.mode, servers=w.servers,
+        qps_per_peer=w.qps_per_peer, threads=sc.cluster.threads, coroutines=w.coroutines,
+        outstanding=w.outstanding, doorbell_batch=w.doorbell_batch,
+        signal_every=w.signal_every, inline=w.inline, inline_max=w.inline_max,
+        shared_context=w.shared_context,
+        page_size=w.page_size, region=w.region, rpc_handler=w.rpc_handler,
+        qp_choice=w.qp_choice, cq_layout=w.cq_layout)
+
+
+def _key_path(field: str) -> str:
+    """The scenario key path of a :class:`MicrobenchSpec` field."""
+    return "cluster.threads" if field == "threads" else f"workload.{field}"
+
+
 def check_scenario_point(sc, profile) -> None:
-    """Raise ValueError("key: expected") when ``profile`` cannot run this point."""
+    """Raise ValueError("key: expected") when ``profile`` cannot run this point.
+
+    Besides the cluster and profile checks below, the point's :class:`MicrobenchSpec`
+    must pass :meth:`MicrobenchSpec.check` (its field names become key paths), so that
+    nothing the scenario says can fail once the point runs."""
     w = sc.workload
     if sc.cluster.nodes < 2:
         raise ValueError(f"cluster.nodes: at least 2 (every issuing node needs a peer), "
@@ -505,23 +533,17 @@ def check_scenario_point(sc, profile) -> None:
     if ud and w.payload > profile.link.mtu:
         raise ValueError(f"workload.payload: at most the MTU of {profile.name} "
                          f"({profile.link.mtu} B) for UD messages, got {w.payload} B")
+    try:
+        spec_of(sc).check()
+    except ValueError as e:
+        fields, _, what = str(e).partition(": ")
+        keys = ", ".join(_key_path(f.strip()) for f in fields.split(","))
+        raise ValueError(f"{keys}: {what}") from None
 
 
 def run_scenario_point(sc, profile) -> dict[str, float]:
     """Run one point of a scenario whose workload kind is ``microbench``."""
-    w = sc.workload
-    transport = w.transport
-    if transport == "auto":
-        transport = "ud" if w.verb in ("rpc", "send") else "rc"
-    spec = MicrobenchSpec(
-        verb=w.verb, payload=w.payload, transport=transport,
-        rpc_direction=w.rpc_direction, mode=w.mode, servers=w.servers,
-        qps_per_peer=w.qps_per_peer, threads=sc.cluster.threads, coroutines=w.coroutines,
-        outstanding=w.outstanding, doorbell_batch=w.doorbell_batch,
-        signal_every=w.signal_every, inline=w.inline, inline_max=w.inline_max,
-        shared_context=w.shared_context,
-        page_size=w.page_size, region=w.region, rpc_handler=w.rpc_handler,
-        qp_choice=w.qp_choice, cq_layout=w.cq_layout)
+    spec = spec_of(sc)
     warmup, measure = stretch_window(spec, profile, sc.cluster.nodes, sc.cluster.nic.per_node,
                                      sc.run.warmup, sc.run.measure)
     sim = Simulation(sc.run.seed)

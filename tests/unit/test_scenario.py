@@ -437,6 +437,26 @@ def test_a_microbench_needs_a_peer(tmp_path, capsys, patch, words):
     assert code == 2 and "Traceback" not in err and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("patch, key, words", [
+    pytest.param(lambda r: r["workload"].update(payload="1GiB"), "workload.payload",
+                 ["registered region", "67108864 B", "got 1073741824 B"],
+                 id="microbench payload above the region"),
+])
+def test_a_point_that_would_fail_while_running_is_refused_first(tmp_path, capsys, patch, key,
+                                                                 words):
+    """Settings the point runner used to reject only once the point was built or run
+    (a traceback, exit 1) are refused before any point runs: exit 2 naming the file and
+    key path, and no output directory."""
+    p = scenario_file(tmp_path, patch)
+    e = rejected(p, key, *words)
+    assert e.key.startswith(key)
+    out = tmp_path / "o"
+    code, _out, err = cli(["run", str(p), "--out", str(out), "--quiet"], capsys)
+    assert code == 2, err
+    assert f"{p}: {key}" in err and "Traceback" not in err
+    assert not out.exists() and _leftovers(tmp_path) == []
+
+
 @pytest.mark.parametrize("patch, key", [
     (lambda r: r["cluster"].update(nodes=True), "cluster.nodes"),
     (lambda r: r["workload"].update(coroutines=True), "workload.coroutines"),
