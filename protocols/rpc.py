@@ -70,6 +70,10 @@ TRANSPORTS = ("ud", "rc", "write_imm")
 # Message kinds inside a SEND (several may be coalesced into one).
 _REQ, _REP = 0, 1
 
+# Bytes of every receive buffer: a whole message (up to 4 KiB: one UD packet at the largest
+# MTU) plus the GRH space of a UD buffer. An RC SEND longer than this fails.
+RECV_BYTES = 4096 + UD_GRH
+
 
 @dataclass(frozen=True)
 class RpcConfig:
@@ -388,7 +392,7 @@ class Mesh:
         self.nodes = n
         # Receive buffers hold a whole message (up to 4 KiB: one UD packet at the largest
         # MTU; RC messages of this layer are as small) plus the GRH space of a UD buffer.
-        self.recv_wr = WorkRequest(RECV, 4096 + UD_GRH)
+        self.recv_wr = WorkRequest(RECV, RECV_BYTES)
         self.endpoints: dict[tuple[int, int], Endpoint] = {}
         self.by_address: dict[tuple[int, int], tuple[int, int]] = {}
         # RC QP (the QueuePair object) -> (node, thread) owning its far end; -> the far
@@ -561,13 +565,48 @@ def run_rpc_bench(profile, spec: RpcBenchSpec, nodes: int, nics_per_node: int = 
             "measure_us": measure_ns / 1e3, **util()}
 
 
-def run_scenario_point(sc, profile) -> dict[str, float]:
-    """Run one point of a scenario whose workload kind is ``rpc``."""
+def spec_of(sc) -> RpcBenchSpec:
+    """The :class:`RpcBenchSpec` of a scenario point (``threads`` from ``cluster.threads``)."""
     w = sc.workload
-    spec = RpcBenchSpec(transport=w.transport, req=w.request, rep=w.reply,
+    return RpcBenchSpec(transport=w.transport, req=w.request, rep=w.reply,
                         threads=sc.cluster.threads, coroutines=w.coroutines,
                         outstanding=w.outstanding, doorbell_batch=w.doorbell_batch,
                         handler=w.handler, coalesce=w.coalesce)
-    return run_rpc_bench(profile, spec, sc.cluster.nodes, sc.cluster.nic.per_node,
+
+
+# RpcBenchSpec field -> scenario key path (the others are workload.<field>)
+_KEY_PATHS = {"threads": "cluster.threads", "req": "workload.request",
+              "rep": "workload.reply"}
+
+
+def check_scenario_point(sc, profile) -> None:
+    """Raise ValueError("key: expected") when this point of workload kind ``rpc`` cannot
+    run: the cluster needs a peer for every node, the point's :class:`RpcBenchSpec` must
+    be valid (its field names become key paths), and a message with its header must fit
+    where it lands: an RC receive buffer (``RECV_BYTES``) or, with ``write_imm``, the
+    sender's ring (``RpcConfig.ring``). UD messages are checked by the schema."""
+    if sc.cluster.nodes < 2:
+        raise ValueError(f"cluster.nodes: at least 2 (every RPC goes to a peer), got "
+                         f"{sc.cluster.nodes}")
+    try:
+        spec = spec_of(sc)
+    except ValueError as e:
+        field, _, what = str(e).partition(": ")
+        raise ValueError(f"{_KEY_PATHS.get(field, 'workload.' + field)}: {what}") from None
+    cfg = RpcConfig()
+    where = {"rc": (RECV_BYTES, f"one {RECV_BYTES}-B receive buffer"),
+             "write_imm": (cfg.ring, f"the sender's {cfg.ring}-B ring")}.get(spec.transport)
+    if where is not None:
+        room, what = where
+        for field, n in (("req", spec.req), ("rep", spec.rep)):
+            if n + cfg.header > room:
+                raise ValueError(f"{_KEY_PATHS[field]}: at most {room - cfg.header} B over "
+                                 f"transport {spec.transport} (a message and its "
+                                 f"{cfg.header}-B header fill {what}), got {n} B")
+
+
+def run_scenario_point(sc, profile) -> dict[str, float]:
+    """Run one point of a scenario whose workload kind is ``rpc``."""
+    return run_rpc_bench(profile, spec_of(sc), sc.cluster.nodes, sc.cluster.nic.per_node,
                          sc.run.seed, sc.run.warmup, sc.run.measure,
                          sc.cluster.topology.model_dump(), sc.cluster.cores)

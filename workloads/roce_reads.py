@@ -65,6 +65,9 @@ from rnicsim.verbs import (READ, RECV, SEND_WITH_IMM, WRITE, Context, WorkReques
 METHODS = ("read_intr", "read_poll", "read_intr_2", "read_intr_3", "read_intr_4",
            "write_send_poll", "send_send_intr", "send_send_poll")
 MiB = 1024 * 1024
+# Bytes of every receive buffer (clients' and server processes'): a 4 KiB message plus the
+# 40-B GRH space of a UD buffer. A SEND longer than this (over RC) fails.
+RECV_BYTES = 4096 + 40
 
 
 @dataclass
@@ -101,6 +104,14 @@ class RemoteReadSpec:
         if self.window * max(self.payload, 64) * self.clients * self.conns_per_client \
                 > self.region:
             raise ValueError("region: too small for every outstanding object")
+        if not self.one_sided and self.payload > RECV_BYTES:
+            raise ValueError(f"payload: at most {RECV_BYTES} B with method {self.method} "
+                             f"(the reply SEND lands in a {RECV_BYTES}-B receive buffer), "
+                             f"got {self.payload} B")
+        if self.method.startswith("send_send") and self.request > RECV_BYTES:
+            raise ValueError(f"request: at most {RECV_BYTES} B with method {self.method} "
+                             f"(the request SEND lands in a {RECV_BYTES}-B receive buffer), "
+                             f"got {self.request} B")
 
     @property
     def depth(self) -> int:
@@ -250,7 +261,7 @@ class RemoteReads:
     def _recvs(qp, n: int) -> None:
         # Receive buffers are re-posted 8 at a time, so every queue holds twice what can
         # be in flight towards it plus 16 (a UD message finding none is dropped).
-        qp.post_recv([WorkRequest(RECV, 4096 + 40) for _ in range(n)])
+        qp.post_recv([WorkRequest(RECV, RECV_BYTES) for _ in range(n)])
 
     # ------------------------------------------------------------------ run
     def start(self) -> None:
@@ -340,7 +351,7 @@ class RemoteReads:
         for qpn, n in consumed.items():
             if n >= 8:
                 qp = c.recv_qps[qpn]
-                qp.post_recv([WorkRequest(RECV, 4096 + 40) for _ in range(n)], event=False)
+                qp.post_recv([WorkRequest(RECV, RECV_BYTES) for _ in range(n)], event=False)
                 consumed[qpn] = 0
 
     def _reply(self, pr: _Proc, c: _Client, conn: _Conn, imm: int, src=None) -> None:
@@ -391,7 +402,7 @@ class RemoteReads:
             for qpn, n in consumed.items():
                 if n >= 8:
                     qp = pr.ud if self.ud else by_qpn[qpn][1].srv_qp
-                    qp.post_recv([WorkRequest(RECV, 4096 + 40) for _ in range(n)],
+                    qp.post_recv([WorkRequest(RECV, RECV_BYTES) for _ in range(n)],
                                  event=False)
                     consumed[qpn] = 0
 

@@ -180,12 +180,21 @@ def config_of(proto) -> OccConfig:
     return replace(cfg, rpc=rpc)
 
 
+def check_scenario_point(sc, profile) -> None:
+    """Raise ValueError("key: expected") when this point of workload kind ``txn`` cannot
+    run: its transactions need a concurrency-control protocol (``protocol: {kind: occ}``)."""
+    kind = getattr(sc.protocol, "kind", None)
+    if kind != "occ":
+        raise ValueError(f"protocol.kind: occ, e.g. protocol: {{kind: occ, preset: drtmh}} "
+                         f"(workload kind txn runs its transactions over OCC; a file without "
+                         f"a protocol block gets raw_verbs), got {kind!r}")
+
+
 def run_scenario_point(sc, profile) -> dict[str, float]:
     """Run one point of a scenario whose workload kind is ``txn``."""
+    check_scenario_point(sc, profile)
     w = sc.workload
     proto = sc.protocol
-    if proto is None or proto.kind != "occ":
-        raise ValueError("workload kind txn needs protocol kind occ")
     cfg = config_of(proto)
     wl = make_workload(w.benchmark, w.params(), sc.cluster.nodes, sc.cluster.threads,
                        profile.host.clock, w.coroutines)
