@@ -2,17 +2,22 @@
 plot's ``file`` names another format)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-from .scenario import Scenario, matches
+from .scenario import Scenario, _num, matches
 
 
 def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]:
     """Draw every plot of ``sc`` from ``rows`` into ``out``; return the file names.
 
     A plot whose ``where`` matches no row (e.g. a series a ``--size`` leaves out of the
-    sweep) is not drawn: an empty figure would read as a result."""
+    sweep) is not drawn: an empty figure would read as a result. A ``logx``/``logy`` axis
+    whose values are all zero, negative or NaN (e.g. no operation completed in a short
+    window) is drawn linear, with a warning on stderr: matplotlib cannot place log ticks
+    there, and one plot must not lose the run's results. Swept values written with units
+    (``64KiB``, ``30us``) are placed and ordered by their number of bytes or ns."""
     if not sc.plots:
         return []
     import matplotlib
@@ -32,11 +37,12 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
             groups.setdefault(label, []).append(r)
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         for name, rs in groups.items():
-            rs = sorted(rs, key=lambda r: r[p.x])
-            ax.plot([r[p.x] for r in rs], [r[p.y] for r in rs], marker="o", label=str(name))
-        if p.logx:
+            rs = sorted(rs, key=lambda r: _num(r[p.x]))
+            ax.plot([_num(r[p.x]) for r in rs], [r[p.y] for r in rs], marker="o",
+                    label=str(name))
+        if p.logx and _log_ok([_num(r[p.x]) for r in sel], p.x, i, "x"):
             ax.set_xscale("log", base=2)
-        if p.logy:
+        if p.logy and _log_ok([r[p.y] for r in sel], p.y, i, "y"):
             ax.set_yscale("log")
         ax.set_xlabel(p.x)
         ax.set_ylabel(p.y)
@@ -50,3 +56,14 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
         plt.close(fig)
         files.append(name)
     return files
+
+
+def _log_ok(values: list[Any], col: str, i: int, axis: str) -> bool:
+    """False, with a warning that ``plots[i]`` draws that axis linear, when every value
+    (of column ``col``) is a number a log axis cannot show (zero, negative or NaN)."""
+    for v in values:
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v > 0:
+            return True
+    print(f"rnicsim: warning: plots[{i}].log{axis}: no positive value of {col!r} to show "
+          f"on a log axis; drawn linear", file=sys.stderr, flush=True)
+    return False
