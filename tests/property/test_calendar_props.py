@@ -6,7 +6,7 @@ arbitrary floats for the laws that must hold up to rounding.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rnicsim.hw.cache import LruCache
@@ -225,7 +225,17 @@ class _Env:
     _now = 0.0
 
 
+# The random lists rarely hold more than 64 disjoint intervals, so they rarely prune at all.
+# This example books 65 gaps-apart intervals [10k, 10k + 5) at time 0, then moves to 300:
+# the next request prunes (ends <= 300 go, [300, 305) stays) and must still see the
+# interval that straddles now, the gaps after it and the later bookings.
+_PRUNE_EXAMPLE = [(0.0, 10.0 * k, 5.0, "reserve") for k in range(65)] + [
+    (300.0, 0.0, 5.0, "reserve"), (0.0, 0.0, 12.0, "split"), (0.0, 1.0, 3.0, "packet"),
+    (1.0, 0.0, 4.0, "reserve")]
+
+
 @settings(max_examples=max(5, settings().max_examples // 2))
+@example(reqs=_PRUNE_EXAMPLE)
 @given(st.lists(st.tuples(st.integers(0, 20).map(float), st.integers(0, 300).map(float),
                           durs, st.sampled_from(["reserve", "split", "packet"])),
                 min_size=70, max_size=160))
