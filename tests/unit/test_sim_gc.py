@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
+
 from rnicsim.sim import Simulation, long_lived_heap
 
 
@@ -50,8 +52,6 @@ def test_run_restores_the_collector_and_cyclic_garbage_is_still_collected():
         raise RuntimeError("boom")
 
     sim.process(fail())
-    try:
-        sim.run(until=100.0)
-    except RuntimeError:
-        pass
+    with pytest.raises(RuntimeError, match="boom"):   # the run must raise, or the
+        sim.run(until=100.0)                           # "also when it raises" goes unchecked
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
