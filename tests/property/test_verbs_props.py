@@ -649,15 +649,33 @@ def test_wrs_complete_once_whenever_the_peer_fails(profile_name, fail_at, n):
     was acknowledged before, otherwise with an error after the retry timeout."""
     net = build_net(profile_name, 2)
     q, _ = net.rc_pair(0, 1)
-    q._hw.timeout_ns = 50_000.0
-    net.collect()
+    timeout = q._hw.timeout_ns = 50_000.0
+    seen = []                       # (time the poller saw it [ns], completion)
+
+    def poll(cq=net.cq[0]):
+        while True:
+            wcs = yield cq.wait()
+            seen.extend((net.sim.now, w) for w in wcs)
+
+    net.sim.process(poll())
     q.post_send([WorkRequest(WRITE, 64, j, True, rkey=net.mr[1].rkey, data=bytes(64))
                  for j in range(n)])
     net.sim.call_at(fail_at, net.cluster.fail_node, 1)
     net.sim.run(until=1e6)
-    assert sorted(w.wr_id for w in net.wcs[0]) == list(range(n))
-    failed = [w for w in net.wcs[0] if not w.ok]
-    assert not failed or q.state == "ERR"
+    assert [w.wr_id for _, w in seen] == list(range(n))     # once each, in order (RC)
+    ok = [t for t, w in seen if w.ok]
+    failed = [(t, w) for t, w in seen if not w.ok]
+    # The acknowledged ones come first, and each was acknowledged before the peer failed
+    # (its completion is seen within a timeout of the failure, long before any retry ends).
+    assert all(w.ok for _, w in seen[:len(ok)])
+    assert all(t < fail_at + timeout for t in ok)
+    if failed:
+        # The rest fail only after the retry timeout, the first as retries exhausted and
+        # the others flushed, and the QP is broken.
+        assert q.state == "ERR"
+        assert [w.status for _, w in failed] == \
+            [RETRY_EXC_ERR] + [WR_FLUSH_ERR] * (len(failed) - 1)
+        assert failed[0][0] >= timeout
 
 
 # ============================================================================ tracing
