@@ -59,7 +59,7 @@ from typing import Any
 
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation
-from rnicsim.verbs import (READ, RECV, SEND_WITH_IMM, WRITE, Context, WorkRequest,
+from rnicsim.verbs import (READ, RECV, SEND_WITH_IMM, UD_GRH, WRITE, Context, WorkRequest,
                            add_cpu_hogs)
 
 METHODS = ("read_intr", "read_poll", "read_intr_2", "read_intr_3", "read_intr_4",
@@ -67,7 +67,7 @@ METHODS = ("read_intr", "read_poll", "read_intr_2", "read_intr_3", "read_intr_4"
 MiB = 1024 * 1024
 # Bytes of every receive buffer (clients' and server processes'): a 4 KiB message plus the
 # 40-B GRH space of a UD buffer. A SEND longer than this (over RC) fails.
-RECV_BYTES = 4096 + 40
+RECV_BYTES = 4096 + UD_GRH
 
 
 @dataclass
