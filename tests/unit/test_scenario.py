@@ -479,20 +479,27 @@ def test_a_point_that_would_fail_while_running_is_refused_first(tmp_path, capsys
     assert not out.exists() and _leftovers(tmp_path) == []
 
 
+def _run_plotted(tmp_path, capsys, text: str) -> tuple[list[dict], str]:
+    """Run ``text`` (a TINY variant with its plot) with a 1-ns window; it must succeed and
+    draw the plot. Returns the result rows and stderr."""
+    text = text.replace("measure: 5us", "measure: 1ns")
+    out = tmp_path / "out"
+    code, _out, err = cli(["run", str(scenario_file(tmp_path, text=text)), "--out",
+                           str(out), "--quiet"], capsys)
+    assert code == 0, err
+    assert (out / "tput.png").exists()
+    with (out / "results.csv").open() as f:
+        return list(csv.DictReader(f)), err
+
+
 def test_a_log_axis_with_nothing_positive_is_drawn_linear(tmp_path, capsys):
     """A ``logy`` plot whose values are all 0 (a window too short for any operation to
     complete) no longer makes matplotlib fail the run after every point ran: the axis is
     drawn linear with a warning and the results are written."""
     text = TINY.replace("y: throughput_mops, file: tput.png}",
                         "y: throughput_mops, logy: true, file: tput.png}")
-    text = text.replace("measure: 5us", "measure: 1ns")
-    out = tmp_path / "out"
-    code, _out, err = cli(["run", str(scenario_file(tmp_path, text=text)), "--out",
-                           str(out), "--quiet"], capsys)
-    assert code == 0, err
-    with (out / "results.csv").open() as f:
-        assert [float(r["throughput_mops"]) for r in csv.DictReader(f)] == [0.0, 0.0]
-    assert (out / "tput.png").exists()
+    rows, err = _run_plotted(tmp_path, capsys, text)
+    assert [float(r["throughput_mops"]) for r in rows] == [0.0, 0.0]
     assert "plots[0].logy" in err and "drawn linear" in err
 
 
@@ -503,14 +510,9 @@ def test_a_log_x_axis_of_unit_strings_is_drawn_by_their_value(tmp_path, capsys):
     text = TINY.replace("sweep: {workload.payload: [8, 64]}", "sweep: {workload.payload: [64B]}")
     text = text.replace("y: throughput_mops, file: tput.png}",
                         "y: lat_p50_us, logx: true, file: tput.png}")
-    text = text.replace("measure: 5us", "measure: 1ns")
-    out = tmp_path / "out"
-    code, _out, err = cli(["run", str(scenario_file(tmp_path, text=text)), "--out",
-                           str(out), "--quiet"], capsys)
-    assert code == 0, err
-    with (out / "results.csv").open() as f:
-        assert [r["lat_p50_us"] for r in csv.DictReader(f)] == ["nan"]
-    assert (out / "tput.png").exists() and "warning" not in err
+    rows, err = _run_plotted(tmp_path, capsys, text)
+    assert [r["lat_p50_us"] for r in rows] == ["nan"]
+    assert "warning" not in err
 
 
 @pytest.mark.parametrize("patch, key", [
