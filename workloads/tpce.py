@@ -155,10 +155,12 @@ class CustomerPosition:
         cust = thread * sp.customers_per_thread + int(rng.integers(0, sp.customers_per_thread))
         nacc, held, trades = self._data(rng)
         secs: list[int] = []
+        drawn: set[int] = set()     # membership only; secs keeps the draw order
         want = min(self.S, sum(held))
         while len(secs) < want:
             s = int(rng.integers(0, self.S))
-            if s not in secs:
+            if s not in drawn:
+                drawn.add(s)
                 secs.append(s)
         hist = 0
         if float(rng.random()) * 100 < sp.history_pct:
