@@ -497,6 +497,10 @@ def test_qp_cache_off_the_grid_is_bounded_not_pinned(tmp_path, cx3):
     assert "64-127 fit equally well" in p["reason"]
 
 
+# slow (about a minute): its points are the 4-thread subset of
+# test_probe_qps_sweep_with_posting_threads_finds_a_stalling_cache below, which asserts the
+# same fall past the cache and the same recovery, so the default run keeps that one only.
+@pytest.mark.slow
 def test_stalling_miss_shows_in_throughput_with_several_posting_threads(tmp_path, cx3):
     """With a stalling miss (cx3-qdr) and 4 posting threads, READ throughput falls once
     the QPs outnumber the cache (each miss holds a PU for a PCIe fetch of the context).
