@@ -17,7 +17,9 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
     whose values are all zero, negative or NaN (e.g. no operation completed in a short
     window) is drawn linear, with a warning on stderr: matplotlib cannot place log ticks
     there, and one plot must not lose the run's results. Swept values written with units
-    (``64KiB``, ``30us``) are placed and ordered by their number of bytes or ns."""
+    (``64KiB``, ``30us``) are placed and ordered by their number of bytes or ns; an x
+    column that is not all numbers (names, booleans, None, or a mix) is drawn as
+    categories named by its values, in their text order."""
     if not sc.plots:
         return []
     import matplotlib
@@ -35,12 +37,18 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
         for r in sel:
             label = "/".join(str(r.get(k)) for k in keys) if keys else p.y
             groups.setdefault(label, []).append(r)
+        # x: numbers (unit strings by their value) when every value is one, else
+        # categories named by the values as written (None, booleans, names, or a mix)
+        numeric = all(_is_number(_num(r[p.x])) for r in sel)
+
+        def xv(r, numeric=numeric, col=p.x):
+            return _num(r[col]) if numeric else str(r[col])
+
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         for name, rs in groups.items():
-            rs = sorted(rs, key=lambda r: _num(r[p.x]))
-            ax.plot([_num(r[p.x]) for r in rs], [r[p.y] for r in rs], marker="o",
-                    label=str(name))
-        if p.logx and _log_ok([_num(r[p.x]) for r in sel], p.x, i, "x"):
+            rs = sorted(rs, key=xv)
+            ax.plot([xv(r) for r in rs], [r[p.y] for r in rs], marker="o", label=str(name))
+        if p.logx and _log_ok([xv(r) for r in sel], p.x, i, "x"):
             ax.set_xscale("log", base=2)
         if p.logy and _log_ok([r[p.y] for r in sel], p.y, i, "y"):
             ax.set_yscale("log")
@@ -58,12 +66,20 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
     return files
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _log_ok(values: list[Any], col: str, i: int, axis: str) -> bool:
-    """False, with a warning that ``plots[i]`` draws that axis linear, when every value
-    (of column ``col``) is a number a log axis cannot show (zero, negative or NaN)."""
-    for v in values:
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v > 0:
-            return True
-    print(f"rnicsim: warning: plots[{i}].log{axis}: no positive value of {col!r} to show "
-          f"on a log axis; drawn linear", file=sys.stderr, flush=True)
+    """False, with a warning that ``plots[i]`` draws that axis linear, when the values
+    (of column ``col``) are not all numbers (categories have no log scale) or none is
+    positive (zero, negative or NaN: nothing a log axis can show)."""
+    if not all(_is_number(v) for v in values):
+        why = "values that are not numbers"
+    elif not any(v > 0 for v in values):
+        why = "no positive value"
+    else:
+        return True
+    print(f"rnicsim: warning: plots[{i}].log{axis}: {why} of {col!r} to show on a log "
+          f"axis; drawn linear", file=sys.stderr, flush=True)
     return False

@@ -515,6 +515,21 @@ def test_a_log_x_axis_of_unit_strings_is_drawn_by_their_value(tmp_path, capsys):
     assert "warning" not in err
 
 
+def test_an_x_axis_of_mixed_values_is_drawn_as_categories(tmp_path, capsys):
+    """A swept key whose values are not all numbers (here ``null`` and 16) is drawn as
+    categories named by the values; ordering them used to raise TypeError (None < int)
+    after every point had run, which lost the results. ``logx`` on it is refused with a
+    warning (categories have no log scale)."""
+    text = TINY.replace("sweep: {workload.payload: [8, 64]}",
+                        "sweep: {workload.inline_max: [null, 16]}")
+    text = text.replace("y: throughput_mops, file: tput.png}",
+                        "y: throughput_mops, logx: true, file: tput.png}")
+    text = text.replace("x: workload.payload", "x: workload.inline_max")
+    rows, err = _run_plotted(tmp_path, capsys, text)
+    assert [r["workload.inline_max"] for r in rows] == ["", "16"]
+    assert "plots[0].logx: values that are not numbers" in err
+
+
 @pytest.mark.parametrize("patch, key", [
     (lambda r: r["cluster"].update(nodes=True), "cluster.nodes"),
     (lambda r: r["workload"].update(coroutines=True), "workload.coroutines"),
