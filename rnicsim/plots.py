@@ -19,7 +19,8 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
     there, and one plot must not lose the run's results. Swept values written with units
     (``64KiB``, ``30us``) are placed and ordered by their number of bytes or ns; an x
     column that is not all numbers (names, booleans, None, or a mix) is drawn as
-    categories named by its values, in their text order."""
+    categories named by its values, in their text order. A plot that fails all the same
+    is left out with a warning on stderr: the results matter more than a figure."""
     if not sc.plots:
         return []
     import matplotlib
@@ -32,19 +33,32 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
         sel = [r for r in rows if matches(p.where, r) and p.x in r and p.y in r]
         if not sel:
             continue
-        groups: dict[Any, list] = {}
-        keys = [p.series] if isinstance(p.series, str) else list(p.series or [])
-        for r in sel:
-            label = "/".join(str(r.get(k)) for k in keys) if keys else p.y
-            groups.setdefault(label, []).append(r)
-        # x: numbers (unit strings by their value) when every value is one, else
-        # categories named by the values as written (None, booleans, names, or a mix)
-        numeric = all(_is_number(_num(r[p.x])) for r in sel)
+        try:
+            files.append(_draw(plt, sc, i, p, sel, out))
+        except Exception as e:  # noqa: BLE001 - a plot must never cost a run its results
+            plt.close("all")
+            print(f"rnicsim: warning: plots[{i}] not drawn ({type(e).__name__}: {e}); "
+                  f"the results are written", file=sys.stderr, flush=True)
+    return files
 
-        def xv(r, numeric=numeric, col=p.x):
-            return _num(r[col]) if numeric else str(r[col])
 
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]], out: Path) -> str:
+    """Draw plot ``p`` (``sc.plots[i]``) of the rows ``sel`` into ``out``; return its
+    file name."""
+    groups: dict[Any, list] = {}
+    keys = [p.series] if isinstance(p.series, str) else list(p.series or [])
+    for r in sel:
+        label = "/".join(str(r.get(k)) for k in keys) if keys else p.y
+        groups.setdefault(label, []).append(r)
+    # x: numbers (unit strings by their value) when every value is one, else
+    # categories named by the values as written (None, booleans, names, or a mix)
+    numeric = all(_is_number(_num(r[p.x])) for r in sel)
+
+    def xv(r):
+        return _num(r[p.x]) if numeric else str(r[p.x])
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    try:
         for name, rs in groups.items():
             rs = sorted(rs, key=xv)
             ax.plot([xv(r) for r in rs], [r[p.y] for r in rs], marker="o", label=str(name))
@@ -61,9 +75,9 @@ def make_plots(sc: Scenario, rows: list[dict[str, Any]], out: Path) -> list[str]
         fig.tight_layout()
         name = p.file or f"{p.y}_vs_{p.x.split('.')[-1]}_{i}.png"
         fig.savefig(out / name, dpi=110)
+    finally:
         plt.close(fig)
-        files.append(name)
-    return files
+    return name
 
 
 def _is_number(v: Any) -> bool:

@@ -530,6 +530,27 @@ def test_an_x_axis_of_mixed_values_is_drawn_as_categories(tmp_path, capsys):
     assert "plots[0].logx: values that are not numbers" in err
 
 
+def test_a_plot_that_fails_is_left_out_and_the_results_are_written(tmp_path, capsys,
+                                                                   monkeypatch):
+    """Whatever makes a plot fail (here a stand-in error from inside the drawing), the run
+    still writes its results and the other files, warns naming the plot and exits 0:
+    plots are drawn after every point has run, and a figure must not cost the results."""
+    import rnicsim.plots
+
+    def broken(v):
+        raise RuntimeError("stand-in plotting failure")
+
+    monkeypatch.setattr(rnicsim.plots, "_is_number", broken)
+    out = tmp_path / "out"
+    code, _out, err = cli(["run", str(scenario_file(tmp_path, text=TINY)), "--out", str(out),
+                           "--quiet"], capsys)
+    assert code == 0, err
+    assert sorted(f.name for f in out.iterdir()) == [
+        "results.csv", "scenario.resolved.yaml", "summary.json"]
+    assert "plots[0] not drawn (RuntimeError: stand-in plotting failure)" in err
+    assert json.loads((out / "summary.json").read_text())["plots"] == []
+
+
 @pytest.mark.parametrize("patch, key", [
     (lambda r: r["cluster"].update(nodes=True), "cluster.nodes"),
     (lambda r: r["workload"].update(coroutines=True), "workload.coroutines"),
