@@ -23,7 +23,10 @@ Method (see ``calibration/README.md``, "Fit a profile"):
    atomic targets (``addresses``, 64 B apart, cycled) and, for random offsets,
    the remote region and its page size (``region``/``page_size``), at steady state -
    except random offsets, which run the probe's own warm-up and measured operations (the
-   translation cache warms over them). What cannot be mapped (SEND ping-pong over several
+   translation cache warms over them); the ``coro`` sweep -> the microbenchmark loop of
+   one thread's coroutines (``simulate_coro``); the ``rpc`` sweep (SEND echoes with a
+   window of requests outstanding) -> ``workloads.perftest.run_echo`` at steady state,
+   a point that lost UD echoes skipped. What cannot be mapped (SEND ping-pong over several
    QPs, latency with a batch or several threads - the probe measures neither -,
    bidirectional perftest runs, another link layer) is skipped and listed. The fitted
    quantity is the median latency (``t_typical``) of a latency row and the message rate
@@ -111,10 +114,11 @@ from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import (CountP, OpTimes, Profile, ProfileModel, RateP, SizeP, TimeP,
                              load_profile)
 from workloads.microbench import MicrobenchSpec, run_microbench
-from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_lat
+from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_echo, run_lat
 
 __all__ = [
-    "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "CORO_PARAMS", "Param", "Experiment", "Point", "Unmapped",
+    "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "CORO_PARAMS", "RPC_PARAMS", "Param",
+    "Experiment", "Point", "Unmapped",
     "ParamResult", "FitResult", "resolve_params", "map_measurements", "Simulator",
     "calibrate", "nic_mismatch_notes", "main",
 ]
@@ -131,6 +135,9 @@ DEFAULT_PARAMS = (
 SWEEP_PARAMS = ("nic.qp_cache_entries", "nic.qp_context_size", "nic.atomic_units")
 #: Added by default when the data hold the probe's coro sweep or bare switches.
 CORO_PARAMS = ("host.coroutine_switch", "host.poll_cq", "host.cqe_handle")
+#: Added by default when the data hold the probe's rpc sweep (the echo server's thread
+#: polls and handles a CQE per request and per echo sent).
+RPC_PARAMS = ("host.poll_cq", "host.cqe_handle")
 #: Added by default when the data hold random-offset (pages sweep) experiments.
 PAGES_PARAMS = ("nic.mtt_cache_entries", "nic.mtt_entry_size")
 
@@ -326,7 +333,9 @@ class Experiment:
     page_size: int = 4096           # pages of the remote region
     warmup: int = 0                 # operations per QP before the ``iters`` averaged over
     # the probe's coro sweep (tool ``coro_read``: workloads.microbench, one thread whose
-    # ``coroutines`` each own a QP) and bare switches (tool ``coro_switch``)
+    # ``coroutines`` each own a QP) and bare switches (tool ``coro_switch``); its rpc
+    # sweep is tool ``rpc_echo`` (workloads.perftest.run_echo: window ``tx_depth``, lists
+    # of ``post_list``)
     coroutines: int = 0
     cq_layout: str = "shared"
 
@@ -338,6 +347,8 @@ class Experiment:
 
     @property
     def op_class(self) -> str:
+        if self.tool == "rpc_echo":
+            return "send"
         return self.tool.split("_")[1]          # read write send atomic
 
     def label(self) -> str:
@@ -346,6 +357,10 @@ class Experiment:
         if self.tool == "coro_read":
             return (f"READ {self.size} B, {self.coroutines} coroutines on one thread, "
                     f"{'one CQ per QP' if self.cq_layout == 'per_qp' else 'one CQ'}")
+        if self.tool == "rpc_echo":
+            return (f"SEND echo {self.size} B {self.conn}, window {self.tx_depth}"
+                    + (f" list {self.post_list}" if self.post_list > 1 else "")
+                    + (" inline" if self.inline and self.size <= self.inline else ""))
         bits = [self.tool, f"{self.size} B"]
         if self.conn != "RC":
             bits.append(self.conn)
@@ -493,6 +508,29 @@ def map_measurements(ms: list[Measurement], base: Profile
                 f"({Path(src).name})", float(m.coroutines), "coroutines per thread", src,
                 line, "msg_rate",
                 metrics["bw_avg"].value if "bw_avg" in metrics else None))
+            continue
+        if m.sweep == "rpc":
+            pm = metrics.get("msg_rate")
+            if pm is None or not (pm.value > 0 and math.isfinite(pm.value)):
+                skip("no message rate to fit")
+                continue
+            if m.lost:
+                skip(f"{m.lost} UD echoes were lost: each stalled its window slot for the "
+                     f"probe's 200-ms timeout, which the rate includes")
+                continue
+            exp = Experiment(tool="rpc_echo", size=payload, conn=m.transport,
+                             tx_depth=m.depth, post_list=m.batch,
+                             inline=payload if m.inline else 0, mtu=m.mtu,
+                             max_inline=payload if m.inline and payload > base.nic.max_inline
+                             else None)
+            lists = "lists of the window" if m.batch == m.depth > 1 else f"lists of {m.batch}"
+            points.append(Point(
+                exp, "rate_mops", pm.value, 1.0,
+                f"{Path(src).name}|rpc|{m.transport}|payload={payload}|inline={m.inline}|"
+                f"{lists}",
+                f"probe rpc: SEND echo {m.transport} {payload} B, {lists} "
+                f"({Path(src).name})", float(m.depth), "requests outstanding (window)", src,
+                line, "msg_rate", metrics["bw_avg"].value if "bw_avg" in metrics else None))
             continue
         if m.kind == "lat":
             pm = metrics.get("lat_median")
@@ -653,6 +691,13 @@ def simulate(exp: Experiment, profile: Profile) -> float:
         return float(profile.host.coroutine_switch)
     if exp.tool == "coro_read":
         return simulate_coro(exp, profile)
+    if exp.tool == "rpc_echo":
+        # steady state: a warm-up that fills every queue and sets the loops in step, then
+        # a span long enough that the loops' periodic patterns average out (to about 0.5%)
+        w = exp.tx_depth or 1
+        return run_echo(profile, exp.conn, exp.size, w, exp.post_list,
+                        bool(exp.inline) and exp.size <= exp.inline, max(16 * w, 512),
+                        max(32 * w, 2048))
     a = _args(exp, profile)
     if exp.kind == "lat":
         return run_lat(a, profile, exp.size, LAT_ITERS)["t_typical"]
@@ -1089,8 +1134,9 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
 
     ``inputs`` are perftest outputs and probe JSON-lines files or directories;
     ``base_name`` a profile name or YAML path; ``param_names`` dotted profile keys
-    (default: ``DEFAULT_PARAMS`` plus ``SWEEP_PARAMS``/``PAGES_PARAMS`` when the data
-    hold several-QP or random-offset experiments); ``bootstrap`` resamples for the 95%
+    (default: ``DEFAULT_PARAMS`` plus ``SWEEP_PARAMS``/``PAGES_PARAMS``/``CORO_PARAMS``/
+    ``RPC_PARAMS`` when the data hold several-QP, random-offset, coro or rpc
+    experiments); ``bootstrap`` resamples for the 95%
     intervals (0: none); ``iterations`` simulator evaluations per least-squares round;
     ``weighting`` ``"points"`` or ``"series"``. Returns the :class:`FitResult`
     (:func:`write_profile` and :mod:`calibration.report` turn it into files); raises
@@ -1135,6 +1181,9 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
             names += [k for k in PAGES_PARAMS if _param_node(base.model, k) is not None]
         if any(p.exp.coroutines for p in points):
             names += [k for k in CORO_PARAMS if _param_node(base.model, k) is not None]
+        if any(p.exp.tool == "rpc_echo" for p in points):
+            names += [k for k in RPC_PARAMS
+                      if k not in names and _param_node(base.model, k) is not None]
     else:
         names = list(param_names)
     params = resolve_params(base, names)

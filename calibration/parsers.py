@@ -448,7 +448,7 @@ def parse_perftest(text: str, source: str = "<perftest>") -> PerftestRun | list[
 PROBE_SCHEMA = 1
 _TYPES = ("probe", "device", "link", "host", "measurement", "skip", "switch", "end")
 _SWEEPS = ("lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline", "atomics",
-           "pages", "coro")
+           "pages", "coro", "rpc")
 _CQ_LAYOUTS = ("shared", "per_qp")
 _SWITCH_IMPLS = ("asm", "ucontext")
 _VERBS = ("READ", "WRITE", "SEND", "CAS", "FAA")
@@ -575,6 +575,22 @@ def _check_point(c: _Checker) -> None:
             if c.obj[key] != want:
                 raise c.fail(key, f"{want} in a coro point (coroutine k posts one signaled WR "
                              f"at a time on QP k, from one thread); got {c.obj[key]!r}")
+    elif c.obj["sweep"] == "rpc":
+        # one client thread on one QP keeps `depth` SENDs outstanding against the server's
+        # echo, posted in lists of `batch`, the last WR of each list signaled
+        for key, want in (("verb", "SEND"), ("method", "throughput"), ("qps", 1),
+                          ("threads", 1)):
+            if c.obj[key] != want:
+                raise c.fail(key, f"{want} in an rpc point (one thread echoes SENDs on one "
+                             f"QP); got {c.obj[key]!r}")
+        if c.obj["transport"] not in ("RC", "UD"):
+            raise c.fail("transport", f"RC or UD in an rpc point; got {c.obj['transport']!r}")
+        if c.obj["depth"] % c.obj["batch"]:
+            raise c.fail("batch", f"a divisor of depth ({c.obj['depth']}: requests are posted "
+                         f"in lists of batch as window slots free); got {c.obj['batch']!r}")
+        if c.obj["signal_every"] != c.obj["batch"]:
+            raise c.fail("signal_every", f"batch ({c.obj['batch']}: the last WR of every list "
+                         f"is signaled) in an rpc point; got {c.obj['signal_every']!r}")
 
 
 def _check_measurement(c: _Checker) -> None:
@@ -595,6 +611,8 @@ def _check_measurement(c: _Checker) -> None:
         if c.obj["sweep"] == "coro":
             c.num("polls_per_op")
             c.num("empty_poll_fraction")
+        elif c.obj["sweep"] == "rpc":
+            c.int_("lost", 0)
     else:
         lat = c.get("lat_us")
         if not isinstance(lat, dict):
@@ -739,6 +757,7 @@ class Measurement:
     truncated: bool = False
     coroutines: int = 0            # coro sweep and switch lines: coroutines on the thread
     cq_layout: str = ""            # coro sweep: shared | per_qp
+    lost: int = 0                  # pingpong and rpc: UD echoes that never came back (200 ms)
 
 
 _LAT_METRICS = (("t_min", "lat_min"), ("t_typical", "lat_median"), ("t_avg", "lat_avg"),
@@ -798,7 +817,7 @@ def probe_measurements(run: ProbeRun) -> list[Measurement]:
             iterations=m["iters"], mtu=mtu,
             link_layer=link.get("link_layer"), device=dev.get("name"),
             truncated=m["truncated"], coroutines=m.get("coroutines", 0),
-            cq_layout=m.get("cq_layout", ""),
+            cq_layout=m.get("cq_layout", ""), lost=m.get("lost", 0),
         )
         if is_lat:
             for key in _LAT_KEYS:

@@ -39,7 +39,8 @@ from rnicsim.cluster import Cluster
 from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import load_profile
 from rnicsim.sim import Simulation
-from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND, UD_GRH, WRITE, Context, WorkRequest)
+from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND, SEND_WITH_IMM, UD_GRH, WRITE, Context,
+                           WorkRequest)
 
 TOOLS = ("ib_read_lat", "ib_write_lat", "ib_send_lat", "ib_atomic_lat",
          "ib_read_bw", "ib_write_bw", "ib_send_bw", "ib_atomic_bw")
@@ -404,6 +405,86 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
         if tb > ta and nb - na >= cq_mod:
             peak = max(peak, size * (nb - na) / ((tb - ta) / 1e9))
     return {"bw_peak": peak, "bw_avg": avg, "msg_rate_mpps": n1 / dur_s / 1e6}
+
+
+def run_echo(profile, conn: str, size: int, window: int, batch: int, inline: bool,
+             warmup: int, count: int, seed: int = 1) -> float:
+    """Steady-state rate [M echoes/s] of ``rnicsim-probe``'s ``rpc`` sweep point: two-sided
+    RPCs of ``size`` bytes [B] over one ``conn`` (``"UD"`` or ``"RC"``) QP pair.
+
+    As ``calibration/probe/client.c`` (``rpc_phase``) and ``server.c`` (``serve_loop``)
+    run it: the client thread keeps ``window`` SEND_WITH_IMM requests outstanding, posted
+    in lists of ``batch`` WRs (one doorbell each; only a list's last WR signaled, inlined
+    when ``inline``) whenever that many slots are free; it takes up to 64 echoes per
+    poll, re-posts one receive for each (one ``ibv_post_recv`` each), then reaps up to 16
+    send completions, then posts. The server thread takes up to 32 requests per poll,
+    for each re-posts the receive and posts one signaled, not inlined echo of the same
+    size (one WR per ``ibv_post_send``), then reaps up to 32 send completions. The client
+    keeps ``window`` receives posted, the server twice that. The rate is measured between
+    echo ``warmup`` and echo ``warmup + count`` with the window kept full (the probe's
+    20,000-echo average differs from it by the fill and drain of one window; its send
+    queues never fill here). ValueError unless ``batch`` divides ``window``.
+    """
+    if conn not in ("UD", "RC") or window < 1 or batch < 1 or window % batch:
+        raise ValueError(f"run_echo: conn UD or RC and a batch dividing the window, got "
+                         f"{conn!r}, window {window}, batch {batch}")
+    sim = Simulation(seed)
+    cluster = Cluster(sim, profile, 2, 1)
+    th = [cluster.nodes[i].thread(0) for i in range(2)]
+    ctx = [Context(cluster, i, 0, th[i]) for i in range(2)]
+    scq = [c.create_cq() for c in ctx]
+    rcq = [c.create_cq() for c in ctx]
+    q = [ctx[i].create_qp(conn, scq[i], rcq[i]) for i in range(2)]
+    if conn == "RC":
+        q[0].connect(q[1])
+    rsize = recv_size(conn, size)
+    q[0].post_recv([WorkRequest(RECV, rsize) for _ in range(window)])
+    q[1].post_recv([WorkRequest(RECV, rsize) for _ in range(2 * window)])
+    dest = q[1].address if conn == "UD" else None
+    back = q[0].address if conn == "UD" else None
+    marks: dict[int, float] = {}
+    stop = sim.event()
+    end = warmup + count
+
+    def client():
+        free = window
+        got = 0
+        while True:
+            while free >= batch:
+                wrs = []
+                for k in range(batch):
+                    wr = WorkRequest(SEND_WITH_IMM, size, None, k == batch - 1, inline)
+                    wr.dest = dest
+                    wrs.append(wr)
+                free -= batch
+                yield q[0].post_send(wrs)
+            wcs = yield rcq[0].wait(64)
+            for _ in wcs:
+                q[0].post_recv([WorkRequest(RECV, rsize)], event=False)
+            scq[0].poll(16)
+            free += len(wcs)
+            for _ in wcs:
+                got += 1
+                if got == warmup or got == end:
+                    marks[got] = sim.now
+            if got >= end:
+                stop.succeed()
+                return
+
+    def server():
+        while True:
+            wcs = yield rcq[1].wait(32)
+            for wc in wcs:
+                q[1].post_recv([WorkRequest(RECV, rsize)], event=False)
+                wr = WorkRequest(SEND_WITH_IMM, size, None, True, False)
+                wr.dest = back
+                q[1].post_send([wr], event=False)
+            scq[1].poll(32)
+
+    sim.process(client())
+    sim.process(server())
+    sim.run(until=stop)
+    return count / (marks[end] - marks[warmup]) * 1e3
 
 
 def _sizes(a: PerftestArgs, profile) -> list[int]:

@@ -12,7 +12,7 @@
 
 static const char *const SWEEP_NAMES[SW_COUNT] = {
     "lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline", "atomics", "pages",
-    "coro",
+    "coro", "rpc",
 };
 
 const char *sweep_name(int id)
@@ -71,7 +71,9 @@ void probe_usage(FILE *f)
         "  --out FILE            write JSON lines to FILE (default: stdout)\n"
         "  --sweeps LIST         comma-separated sweeps, or 'all' (default all):\n"
         "                        lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages,\n"
-        "                        coro (READs posted from coroutines, and the bare switch)\n"
+        "                        coro (READs posted from coroutines, and the bare switch),\n"
+        "                        rpc (two-sided RPCs: SENDs the server echoes, a window of\n"
+        "                        them outstanding, posted in batches; RC and UD)\n"
         "  --iters N             samples per latency point (default 1000)\n"
         "  --bw-iters N          operations per throughput point (default 20000)\n"
         "  --time-limit SEC      upper bound on one sweep point, warm-up included (default 5)\n"
@@ -160,7 +162,7 @@ int parse_sweep_list(const char *s, unsigned *mask, char *err, size_t errlen)
             if (id < 0) {
                 seterr(err, errlen,
                        "--sweeps: unknown sweep '%.*s' (expected all or lat, bw, qps, threads, "
-                       "depth, batch, signal, inline, atomics, pages, coro)",
+                       "depth, batch, signal, inline, atomics, pages, coro, rpc)",
                        (int)(len > 64 ? 64 : len), p);
                 return -1;
             }

@@ -24,6 +24,7 @@ enum sweep_id {
     SW_ATOMICS,
     SW_PAGES,
     SW_CORO,
+    SW_RPC,
     SW_COUNT
 };
 

@@ -21,8 +21,10 @@
 #define NS_PER_S 1000000000ull
 #define OP_TIMEOUT_NS (5ull * NS_PER_S)          /* no completion for this long: give up */
 #define UD_REPLY_TIMEOUT_NS (200ull * 1000000ull) /* a UD echo this late counts as lost */
+#define RPC_EXPIRE_EVERY_NS 1000000ull            /* rpc: look for overdue echoes this often */
 #define MAX_BATCH 64
 #define HUGE_2M (2u << 20)
+#define MAX_INLINE_PROBED 256u /* the inline sweep's largest payload: inline points up to it */
 
 enum verb { V_READ, V_WRITE, V_SEND, V_CAS, V_FAA };
 static const char *const VERB_NAMES[] = {"READ", "WRITE", "SEND", "CAS", "FAA"};
@@ -99,6 +101,12 @@ static int is_atomic(int verb)
 static uint32_t op_bytes(const struct point *pt)
 {
     return is_atomic(pt->verb) ? 8u : pt->payload;
+}
+
+/* an rpc-sweep point: SENDs with immediate data the server echoes, a window in flight */
+static int is_rpc(const struct point *pt)
+{
+    return pt->sweep == SW_RPC;
 }
 
 /* ---- completions ------------------------------------------------------------------ */
@@ -620,6 +628,200 @@ static int bw_measure(struct client *c, const struct point *pt, struct qpset *qs
     return status;
 }
 
+/* ---- two-sided RPCs: a window of SENDs against the server's echo ------------------- */
+
+/* One client thread, one QP: at most `depth` (W) requests in flight, posted in linked
+ * lists of exactly `batch` (B) SEND_WITH_IMMs whenever B window slots are free, the last
+ * WR of each list signaled. The immediate data is the request's sequence number
+ * (plan.h, rpc_window); the server's echo carries it back, so an echo names the request
+ * it answers (UD: a late echo of a request already counted lost is told apart and
+ * ignored). Every echo re-posts one receive (W were posted before the point) before any
+ * new request goes out. UD: a request whose echo has not come back 200 ms after its post
+ * counts as lost and frees its window slot; the others flow on meanwhile. */
+struct rpc_run {
+    const struct point *pt;
+    struct ibv_qp *qp;
+    struct ibv_cq *scq, *rcq;
+    const struct mem *lm;
+    const struct pingpong_bufs *pb;
+    int ud;
+    struct ibv_send_wr wr[MAX_BATCH];
+    struct ibv_sge sge;
+    struct rpc_window win;
+    uint32_t sq_used, sq_cap; /* send-queue slots taken by WRs not yet reaped, and all */
+    char err[200];
+};
+
+struct rpc_phase_out {
+    long received;            /* echoes of this phase's requests */
+    long lost;                /* UD: this phase's requests given up on after 200 ms */
+    uint64_t t_first, t_last; /* first post; receipt of the last echo */
+    int stopped;              /* the deadline (or an interrupt) stopped the posting */
+};
+
+/* Post lists while `target` echoes are not yet received or in flight, until they are all
+ * back (or given up on); at the deadline stop posting and drain. The window is empty
+ * when it returns 0. */
+static int rpc_phase(struct rpc_run *r, long target, uint64_t deadline,
+                     struct rpc_phase_out *o)
+{
+    const struct point *pt = r->pt;
+    int B = pt->batch;
+    struct ibv_wc wc[64], swc[16];
+    uint64_t t_now = now_ns(), t_progress = t_now, t_expired = t_now;
+    unsigned loops = 0;
+    memset(o, 0, sizeof *o);
+    for (;;) {
+        /* new requests: whole lists, while the window and the send queue have room */
+        while (!o->stopped && o->received + r->win.outstanding < target &&
+               rpc_window_room(&r->win, B) && r->sq_used + (uint32_t)B <= r->sq_cap) {
+            if (!o->t_first)
+                o->t_first = t_now = now_ns();
+            for (int b = 0; b < B; b++)
+                r->wr[b].imm_data = htonl(rpc_window_post(&r->win, t_now));
+            struct ibv_send_wr *bad = NULL;
+            int e = ibv_post_send(r->qp, r->wr, &bad);
+            if (e) {
+                snprintf(r->err, sizeof r->err, "ibv_post_send failed: %s", strerror(e));
+                return -1;
+            }
+            r->sq_used += (uint32_t)B;
+        }
+        /* echoes: re-post a receive for each, then match it to its request */
+        int got = ibv_poll_cq(r->rcq, 64, wc);
+        if (got < 0) {
+            snprintf(r->err, sizeof r->err, "ibv_poll_cq failed");
+            return -1;
+        }
+        int matched = 0;
+        for (int i = 0; i < got; i++) {
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                snprintf(r->err, sizeof r->err, "echo: completion error: %s (vendor error 0x%x)",
+                         ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+                return -1;
+            }
+            int e = post_client_recv(r->qp, r->lm, r->pb);
+            if (e) {
+                snprintf(r->err, sizeof r->err, "ibv_post_recv failed: %s", strerror(e));
+                return -1;
+            }
+            if ((wc[i].wc_flags & IBV_WC_WITH_IMM) &&
+                rpc_window_echo(&r->win, ntohl(wc[i].imm_data))) {
+                o->received++;
+                matched = 1;
+            } else if (!r->ud) {
+                snprintf(r->err, sizeof r->err, "an echo that answers no request in flight");
+                return -1;
+            }
+            /* UD: a late echo of a request already counted lost */
+        }
+        if (got > 0) {
+            t_now = t_progress = now_ns();
+            if (matched)
+                o->t_last = t_now;
+        }
+        /* send completions: one per list, it frees the list's B slots */
+        int m = ibv_poll_cq(r->scq, 16, swc);
+        if (m < 0) {
+            snprintf(r->err, sizeof r->err, "ibv_poll_cq failed");
+            return -1;
+        }
+        for (int i = 0; i < m; i++) {
+            if (swc[i].status != IBV_WC_SUCCESS) {
+                snprintf(r->err, sizeof r->err, "completion error: %s (vendor error 0x%x)",
+                         ibv_wc_status_str(swc[i].status), swc[i].vendor_err);
+                return -1;
+            }
+            r->sq_used = r->sq_used >= (uint32_t)B ? r->sq_used - (uint32_t)B : 0;
+        }
+        if (r->win.outstanding == 0 && (o->received >= target || o->stopped))
+            return 0;
+        if (got == 0 || (++loops & 0x3F) == 0) {
+            if (got == 0)
+                t_now = now_ns();
+            if (!o->stopped && (t_now >= deadline || g_stop))
+                o->stopped = 1; /* the requests in flight still come back and count */
+            if (r->ud && t_now - t_expired >= RPC_EXPIRE_EVERY_NS) {
+                /* overdue echoes (a scan of the window's slots, once a millisecond) */
+                t_expired = t_now;
+                long lost = rpc_window_expire(&r->win, t_now, UD_REPLY_TIMEOUT_NS);
+                if (lost > 0) {
+                    o->lost += lost;
+                    t_progress = t_now;
+                }
+            }
+            if (t_now - t_progress > OP_TIMEOUT_NS) {
+                snprintf(r->err, sizeof r->err, "no echo within 5 s");
+                return -1;
+            }
+        }
+    }
+}
+
+/* A warm-up of rpc_warmup(iters, W) echoes (by 30% of the time limit at most), drained,
+ * then the timed phase: `iters` echoes (rounded up to a multiple of B), the clock from its
+ * first post to the receipt of its last echo. */
+static int rpc_measure(struct client *c, const struct point *pt, struct qpset *qs,
+                       const struct mem *lm, const struct pingpong_bufs *pb,
+                       struct ibv_ah *ah, uint32_t remote_qpn, struct result *res)
+{
+    struct rpc_run *r = calloc(1, sizeof *r);
+    if (!r || rpc_window_init(&r->win, pt->depth) != 0) {
+        free(r);
+        snprintf(res->reason, sizeof res->reason, "out of memory");
+        return POINT_SKIP;
+    }
+    int B = pt->batch;
+    r->pt = pt;
+    r->qp = qs->qp[0];
+    r->scq = qs->scq[0];
+    r->rcq = qs->rcq[0];
+    r->lm = lm;
+    r->pb = pb;
+    r->ud = pt->transport == TP_UD;
+    r->sq_cap = qs->sq_depth;
+    r->sge.addr = (uintptr_t)lm->buf + pb->send_off;
+    r->sge.length = pt->payload;
+    r->sge.lkey = lm->mr->lkey;
+    for (int b = 0; b < B; b++) {
+        struct ibv_send_wr *w = &r->wr[b];
+        w->sg_list = &r->sge; /* every request sends the same bytes */
+        w->num_sge = 1;
+        w->opcode = IBV_WR_SEND_WITH_IMM;
+        w->send_flags = (b == B - 1 ? IBV_SEND_SIGNALED : 0) |
+                        (pt->inline_ ? IBV_SEND_INLINE : 0);
+        w->next = b + 1 < B ? &r->wr[b + 1] : NULL;
+        if (r->ud) {
+            w->wr.ud.ah = ah;
+            w->wr.ud.remote_qpn = remote_qpn;
+            w->wr.ud.remote_qkey = UD_QKEY;
+        }
+    }
+    int status = POINT_OK;
+    uint64_t start = now_ns();
+    uint64_t tl = (uint64_t)(c->a->time_limit * 1e9);
+    struct rpc_phase_out warm, timed;
+    if (rpc_phase(r, rpc_warmup(pt->iters, pt->depth), start + tl * 3 / 10, &warm) != 0 ||
+        rpc_phase(r, rpc_timed_ops(pt->iters, B), start + tl, &timed) != 0) {
+        snprintf(res->reason, sizeof res->reason, "%s", r->err);
+        status = POINT_SKIP;
+    } else if (timed.received == 0 || timed.t_last <= timed.t_first) {
+        snprintf(res->reason, sizeof res->reason, "no echo came back before the time limit");
+        status = POINT_SKIP;
+    } else {
+        double ns = (double)(timed.t_last - timed.t_first);
+        res->done = timed.received;
+        res->lost = timed.lost;
+        res->truncated = timed.stopped;
+        res->elapsed_s = ns * 1e-9;
+        res->mops = (double)timed.received / ns * 1e3;
+        res->gbps = (double)timed.received * (double)pt->payload * 8.0 / ns;
+    }
+    rpc_window_free(&r->win);
+    free(r);
+    return status;
+}
+
 /* ---- coroutines: the DrTM+H worker loop ---------------------------------------------- */
 
 /* One thread, K coroutines; coroutine k owns QP k and the 64-B slot k of both regions
@@ -867,17 +1069,25 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
         pt->depth < pt->batch || pt->depth < 1 || pt->threads < 1 ||
         pt->nqps % pt->threads != 0 ||
         (pt->signal_every % pt->batch != 0 && pt->batch % pt->signal_every != 0) ||
-        (pt->coroutines > 0 && (pt->coroutines != pt->nqps || pt->threads != 1))) {
+        (pt->coroutines > 0 && (pt->coroutines != pt->nqps || pt->threads != 1)) ||
+        (is_rpc(pt) && (pt->nqps != 1 || pt->threads != 1 || pt->verb != V_SEND ||
+                        pt->depth % pt->batch != 0 || pt->signal_every != pt->batch))) {
         snprintf(res->reason, sizeof res->reason, "inconsistent point parameters");
         return POINT_SKIP;
     }
-    int mode = pt->method == M_PINGPONG ? MODE_ECHO : pt->verb == V_SEND ? MODE_SINK
-                                                                          : MODE_PASSIVE;
+    int mode = pt->method == M_PINGPONG || is_rpc(pt) ? MODE_ECHO
+               : pt->verb == V_SEND                   ? MODE_SINK
+                                                      : MODE_PASSIVE;
     struct msg_setup su;
     su.transport = (uint32_t)pt->transport;
     su.nqps = (uint32_t)pt->nqps;
     su.mode = (uint32_t)mode;
-    su.recv_depth = mode == MODE_SINK ? 512u : mode == MODE_ECHO ? 16u : 1u;
+    /* rpc: a window's requests at most wait for the server's receives; twice that, so
+     * that stragglers never find its queue empty */
+    su.recv_depth = is_rpc(pt)            ? 2u * (uint32_t)pt->depth
+                    : mode == MODE_SINK ? 512u
+                    : mode == MODE_ECHO ? 16u
+                                        : 1u;
     su.max_payload = op_bytes(pt);
     su.page_size = pt->page_size;
     su.region_bytes = pt->region_bytes ? pt->region_bytes : default_region(pt);
@@ -927,6 +1137,12 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
 
     uint32_t sq = (uint32_t)(pt->depth + pt->signal_every + pt->batch);
     uint32_t rq = mode == MODE_ECHO ? 4u : 1u;
+    if (is_rpc(pt)) {
+        /* a request's send slot outlives its window slot until its list's completion is
+         * reaped (its echo may come first): room for two windows and two lists */
+        sq = 2u * (uint32_t)(pt->depth + pt->batch);
+        rq = (uint32_t)pt->depth; /* one receive per request in flight */
+    }
     /* one CQ per posting thread, or one per QP for the coro sweep's per_qp points */
     int ncq = pt->cq_per_qp ? pt->nqps : pt->threads;
     if (mem_alloc(c->d, &lm, llen, 4096, err, sizeof err) != 0 ||
@@ -964,11 +1180,14 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
             goto teardown;
         }
     }
-    if (mode == MODE_ECHO && (rc = post_client_recv(qs.qp[0], &lm, &pb)) != 0) {
-        snprintf(res->reason, sizeof res->reason, "ibv_post_recv failed: %s", strerror(rc));
-        status = POINT_SKIP;
-        goto teardown;
-    }
+    /* the echoes' receives (rpc: one per request in flight), before the server's RTR */
+    for (uint32_t k = 0; mode == MODE_ECHO && k < (is_rpc(pt) ? qs.rq_depth : 1u); k++)
+        if ((rc = post_client_recv(qs.qp[0], &lm, &pb)) != 0) {
+            snprintf(res->reason, sizeof res->reason, "ibv_post_recv failed: %s",
+                     strerror(rc));
+            status = POINT_SKIP;
+            goto teardown;
+        }
 
     /* CONNECT: our QP numbers to the server, which then goes to RTR/RTS */
     {
@@ -1021,7 +1240,9 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
         status = lat_pingpong(c, pt, &qs, &lm, &pb, ah, rep.qps.qpn[0], res);
         break;
     default:
-        if (pt->coroutines > 0)
+        if (is_rpc(pt))
+            status = rpc_measure(c, pt, &qs, &lm, &pb, ah, rep.qps.qpn[0], res);
+        else if (pt->coroutines > 0)
             status = coro_measure(c, pt, &qs, &lm, &tgt, res);
         else
             status = bw_measure(c, pt, &qs, &lm, &tgt, res);
@@ -1136,6 +1357,8 @@ static int do_point(struct client *c, const struct point *pt)
                 jw_kv_double(w, "polls_per_op", r.polls_per_op);
                 jw_kv_double(w, "empty_poll_fraction", r.empty_poll_fraction);
             }
+            if (is_rpc(pt))
+                jw_kv_int(w, "lost", r.lost);
         } else {
             jw_key(w, "lat_us");
             jw_obj_begin(w);
@@ -1156,6 +1379,10 @@ static int do_point(struct client *c, const struct point *pt)
             note(c->a, "%s: %.3f Mops, %.3f polls/op, %.0f%% empty, %s switch%s",
                  point_label(pt, label, sizeof label), r.mops, r.polls_per_op,
                  r.empty_poll_fraction * 100.0, r.switch_impl,
+                 r.truncated ? " (time limit)" : "");
+        else if (is_rpc(pt))
+            note(c->a, "%s: %.3f Mops %.2f Gb/s, %ld lost%s",
+                 point_label(pt, label, sizeof label), r.mops, r.gbps, r.lost,
                  r.truncated ? " (time limit)" : "");
         else if (pt->method == M_BW)
             note(c->a, "%s: %.3f Mops %.2f Gb/s%s", point_label(pt, label, sizeof label), r.mops,
@@ -1405,7 +1632,7 @@ static int sweep_signal(struct client *c)
 
 static int sweep_inline(struct client *c)
 {
-    for (uint32_t s = 8; s <= 256; s *= 2)
+    for (uint32_t s = 8; s <= MAX_INLINE_PROBED; s *= 2)
         for (int inl = 0; inl <= 1; inl++) {
             struct point p = mk(SW_INLINE, V_WRITE, TP_RC, M_CQE, s, c->a->iters);
             p.inline_ = inl;
@@ -1501,11 +1728,35 @@ static int sweep_coro(struct client *c)
     return 0;
 }
 
+/* Two-sided RPCs as DrTM+H and FaSST issue them: one thread keeps a window of W SEND
+ * requests in flight to the server, which echoes each one, posting them in lists of B
+ * (SCHEMA.md, rpc measurements). UD first (payloads up to the path MTU), then RC; inline
+ * up to the inline sweep's largest payload. */
+static int sweep_rpc(struct client *c)
+{
+    static const int TPS[] = {TP_UD, TP_RC};
+    uint32_t ud_max = (uint32_t)ib_mtu_enum_to_bytes(c->mtu); /* a UD message fits one MTU */
+    for (size_t t = 0; t < sizeof TPS / sizeof TPS[0]; t++) {
+        struct rpc_shape shapes[RPC_MAX_POINTS];
+        int n = rpc_points(TPS[t] == TP_UD ? ud_max : UINT32_MAX, shapes);
+        for (int i = 0; i < n; i++) {
+            struct point p = mk(SW_RPC, V_SEND, TPS[t], M_BW, shapes[i].payload,
+                                c->a->bw_iters);
+            p.depth = shapes[i].window;
+            p.batch = shapes[i].batch;
+            p.signal_every = shapes[i].batch;
+            p.inline_ = shapes[i].payload <= MAX_INLINE_PROBED;
+            RUN(c, &p);
+        }
+    }
+    return 0;
+}
+
 typedef int (*sweep_fn)(struct client *);
 static const sweep_fn SWEEPS[SW_COUNT] = {
     sweep_lat, sweep_bw, sweep_qps, sweep_threads, sweep_depth,
     sweep_batch, sweep_signal, sweep_inline, sweep_atomics, sweep_pages,
-    sweep_coro,
+    sweep_coro, sweep_rpc,
 };
 
 /* ---- session ------------------------------------------------------------------------- */

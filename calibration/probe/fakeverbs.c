@@ -13,7 +13,9 @@
  *    memory); the rkey and the 8-byte alignment of atomics are checked;
  *  - SEND (RC and UD) travels to the peer process in a Unix datagram carrying the QPN,
  *    length and immediate data; the peer completes it against a posted receive, so the
- *    server's sink and echo loops and the client's ping-pong really run.
+ *    server's sink and echo loops and the client's ping-pong and RPCs really run. A
+ *    full peer socket holds the sender back (no loss, on UD either) while it takes in
+ *    its own arrivals; FAKEVERBS_UD_DROP_EVERY=N makes the wire lose every Nth UD SEND.
  * QP numbers are (pid % 2048) << 13 | index: the receiving process is found from them.
  */
 #include <infiniband/verbs.h>
@@ -28,6 +30,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FAKE_MAX_QPS 8192
@@ -80,6 +83,21 @@ static uint32_t g_next_rkey = FAKE_RKEY_BASE;
 static struct ibv_mr *g_mrs[4096];
 
 static int g_proc = -1; /* 11-bit id of this process: its socket name and QPN prefix */
+static unsigned long g_ud_sends; /* UD SENDs this process posted */
+
+/* FAKEVERBS_UD_DROP_EVERY=N: the wire loses every Nth UD SEND this process posts (tests
+ * of the probe's lost-echo accounting); unset or 0: UD loses nothing */
+static unsigned long ud_drop_every(void)
+{
+    static long every = -1;
+    if (every < 0) {
+        const char *v = getenv("FAKEVERBS_UD_DROP_EVERY");
+        every = v ? strtol(v, NULL, 10) : 0;
+        if (every < 0)
+            every = 0;
+    }
+    return (unsigned long)every;
+}
 
 static uint32_t proc_id(void)
 {
@@ -402,6 +420,30 @@ static void cq_push(struct fake_cq *c, const struct ibv_wc *wc, struct fake_qp *
     c->count++;
 }
 
+/* Move arrived SENDs from the socket into the queues of their QPs (caller holds g_lock). */
+static void drain_socket(void)
+{
+    if (g_sock < 0)
+        return;
+    struct fake_msg m;
+    while (recv(g_sock, &m, sizeof m, MSG_DONTWAIT) == (ssize_t)sizeof m) {
+        uint32_t idx = m.dest_qpn & 0x1FFFu;
+        struct fake_qp *q = (m.dest_qpn >> 13) == proc_id() ? g_qps[idx] : NULL;
+        if (!q || q->qp.state < IBV_QPS_RTR)
+            continue; /* no such QP (any more): the wire drops it */
+        struct pending *p = malloc(sizeof *p);
+        if (!p)
+            continue;
+        p->m = m;
+        p->next = NULL;
+        if (q->msgs_tail)
+            q->msgs_tail->next = p;
+        else
+            q->msgs = p;
+        q->msgs_tail = p;
+    }
+}
+
 /* Move arrived SENDs into the queues of their QPs, then complete those that meet a
  * posted receive on a QP whose receive CQ is c. */
 static void deliver(struct fake_cq *c)
@@ -409,25 +451,7 @@ static void deliver(struct fake_cq *c)
     if (c->nrqps == 0)
         return; /* a send-only CQ */
     pthread_mutex_lock(&g_lock);
-    if (g_sock >= 0) {
-        struct fake_msg m;
-        while (recv(g_sock, &m, sizeof m, MSG_DONTWAIT) == (ssize_t)sizeof m) {
-            uint32_t idx = m.dest_qpn & 0x1FFFu;
-            struct fake_qp *q = (m.dest_qpn >> 13) == proc_id() ? g_qps[idx] : NULL;
-            if (!q || q->qp.state < IBV_QPS_RTR)
-                continue; /* no such QP (any more): the wire drops it */
-            struct pending *p = malloc(sizeof *p);
-            if (!p)
-                continue;
-            p->m = m;
-            p->next = NULL;
-            if (q->msgs_tail)
-                q->msgs_tail->next = p;
-            else
-                q->msgs = p;
-            q->msgs_tail = p;
-        }
-    }
+    drain_socket();
     for (int i = 0; i < c->nrqps; i++) {
         struct fake_qp *q = c->rqps[i];
         while (q->msgs && q->rq_count > 0) {
@@ -698,8 +722,34 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
                 socklen_t alen;
                 sock_addr(m.dest_qpn >> 13, &a, &alen);
                 pthread_mutex_lock(&g_lock);
-                /* a full peer queue drops the message, like a lossy wire */
-                (void)sendto(g_sock, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&a, alen);
+                if (qp->qp_type == IBV_QPT_UD && ud_drop_every() > 0 &&
+                    ++g_ud_sends % ud_drop_every() == 0) {
+                    pthread_mutex_unlock(&g_lock); /* lost on the wire; it still completes */
+                    break;
+                }
+                /* a full peer queue (a few datagrams: net.unix.max_dgram_qlen) holds the
+                 * sender back, as link-level flow control does, while this process takes
+                 * in what arrives for it (two processes sending to each other must not
+                 * wait on each other); a peer that takes nothing for a second, or is gone,
+                 * loses the message like a broken wire */
+                struct timespec t0 = {0, 0};
+                for (unsigned spins = 0;; spins++) {
+                    if (sendto(g_sock, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&a,
+                               alen) >= 0 ||
+                        (errno != EAGAIN && errno != EWOULDBLOCK))
+                        break;
+                    struct timespec t;
+                    clock_gettime(CLOCK_MONOTONIC, &t);
+                    if (spins == 0)
+                        t0 = t;
+                    else if ((long long)(t.tv_sec - t0.tv_sec) * 1000000000LL +
+                                 (t.tv_nsec - t0.tv_nsec) > 1000000000LL)
+                        break;
+                    drain_socket();
+                    pthread_mutex_unlock(&g_lock);
+                    sched_yield();
+                    pthread_mutex_lock(&g_lock);
+                }
                 pthread_mutex_unlock(&g_lock);
                 break;
             }

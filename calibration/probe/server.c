@@ -97,8 +97,12 @@ static int handle_setup(struct srv *s, const uint8_t *pl, uint32_t len)
     }
     if (mem_alloc(s->d, &p->mem, (size_t)region, req.page_size, err, sizeof err) != 0)
         goto fail;
-    uint32_t sq = req.mode == MODE_ECHO ? 64 : 1;
     uint32_t rq = req.mode == MODE_PASSIVE ? 1 : (req.recv_depth ? req.recv_depth : 1);
+    if (rq > (uint32_t)s->d->attr.max_qp_wr)
+        rq = (uint32_t)s->d->attr.max_qp_wr; /* as qpset_create would: no overflow below */
+    /* echo: one signaled send per receive; room for two receive queues' worth of echoes
+     * not yet reaped (the loop also waits for completions when the queue is full) */
+    uint32_t sq = req.mode == MODE_ECHO ? 2 * rq + 64 : 1;
     if (qpset_create(s->d, &p->qs, (int)req.nqps, (int)req.transport, 1, sq, rq, 0,
                      (uint32_t)(now_ns() ^ (uint64_t)getpid()), err, sizeof err) != 0)
         goto fail;
@@ -197,6 +201,47 @@ fail:
     return send_status(s, MSG_CONNECT_REPLY, 1, 0, err);
 }
 
+/* Reap up to 32 completions of echo sends; marks the point failed on an error. Returns
+ * how many were reaped. */
+static int reap_echo_sends(struct srv_point *p, struct ibv_cq *scq, uint64_t *sends_out)
+{
+    struct ibv_wc swc[32];
+    int m = ibv_poll_cq(scq, 32, swc);
+    if (m < 0) {
+        p->failed = 1;
+        snprintf(p->fail_msg, sizeof p->fail_msg, "ibv_poll_cq failed");
+        return 0;
+    }
+    for (int i = 0; i < m; i++)
+        if (swc[i].status != IBV_WC_SUCCESS && !p->failed) {
+            p->failed = 1;
+            snprintf(p->fail_msg, sizeof p->fail_msg, "echo completion error: %s",
+                     ibv_wc_status_str(swc[i].status));
+        }
+    *sends_out -= (uint64_t)m;
+    return m;
+}
+
+/* Every echo is signaled, so at most sq_depth of them are unreaped: before posting one
+ * into a full send queue (a burst of a whole window of requests), wait for completions.
+ * 0, or -1 with the point failed. */
+static int wait_echo_room(struct srv_point *p, struct ibv_cq *scq, uint64_t *sends_out)
+{
+    uint64_t t0 = 0;
+    while (*sends_out >= p->qs.sq_depth && !p->failed)
+        if (reap_echo_sends(p, scq, sends_out) == 0 && !p->failed) {
+            uint64_t t = now_ns();
+            if (!t0) {
+                t0 = t;
+            } else if (t - t0 > 5000000000ull) {
+                p->failed = 1;
+                snprintf(p->fail_msg, sizeof p->fail_msg,
+                         "no echo send completion within 5 s (send queue full)");
+            }
+        }
+    return p->failed ? -1 : 0;
+}
+
 /* Sink/echo loop: runs until a bootstrap message is waiting (normally TEARDOWN). */
 static int serve_loop(struct srv *s)
 {
@@ -245,6 +290,8 @@ static int serve_loop(struct srv *s)
                 }
                 /* repost first: the client may answer our echo at once */
                 int rc = post_recv(p, qi);
+                if (!rc && wait_echo_room(p, scq, &sends_out) != 0)
+                    break;
                 if (!rc)
                     rc = ibv_post_send(p->qs.qp[qi], &wr, &bad);
                 if (rc) {
@@ -260,18 +307,8 @@ static int serve_loop(struct srv *s)
                 break;
             }
         }
-        if (sends_out && !p->failed) {
-            struct ibv_wc swc[32];
-            int m = ibv_poll_cq(scq, 32, swc);
-            for (int i = 0; i < m; i++)
-                if (swc[i].status != IBV_WC_SUCCESS && !p->failed) {
-                    p->failed = 1;
-                    snprintf(p->fail_msg, sizeof p->fail_msg, "echo completion error: %s",
-                             ibv_wc_status_str(swc[i].status));
-                }
-            if (m > 0)
-                sends_out -= (uint64_t)m;
-        }
+        if (sends_out && !p->failed)
+            reap_echo_sends(p, scq, &sends_out);
         /* look at the bootstrap socket every 1024 empty polls, every 65536 loops while
          * busy, and continuously (1 ms apart) once the point has failed */
         iter++;

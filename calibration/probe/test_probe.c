@@ -1,7 +1,7 @@
 /* test_probe.c - device-free unit tests of rnicsim-probe: argument parsing, statistics,
  * JSON-lines output and escaping, the bootstrap wire format and TCP helpers, host-info
- * parsing, the coroutine switch. Needs no RDMA device and no libibverbs. Run with
- * `make test`. */
+ * parsing, the sweeps' plans (qps, coro, rpc), the coroutine switch. Needs no RDMA
+ * device and no libibverbs. Run with `make test`. */
 #include "args.h"
 #include "coro.h"
 #include "hostinfo.h"
@@ -175,9 +175,9 @@ static void test_args(void)
     CHECK(parse_sweep_list("", &m, err, sizeof err) == -1);
     CHECK(parse_sweep_list("lat,", &m, err, sizeof err) == -1);
     CHECK(parse_sweep_list("LAT", &m, err, sizeof err) == -1);
-    /* coro: its own sweep, part of all, last in run order */
+    /* coro: its own sweep, part of all, after pages */
     CHECK(parse_sweep_list("coro", &m, err, sizeof err) == 0 && m == (1u << SW_CORO));
-    CHECK(SW_CORO == SW_COUNT - 1 && strcmp(sweep_name(SW_CORO), "coro") == 0);
+    CHECK(SW_CORO == SW_PAGES + 1 && strcmp(sweep_name(SW_CORO), "coro") == 0);
     CHECK((SWEEPS_ALL & (1u << SW_CORO)) != 0);
     CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && (m & (1u << SW_CORO)));
     CHECK(parse_sweep_list("bw,coro", &m, err, sizeof err) == 0 &&
@@ -188,8 +188,24 @@ static void test_args(void)
     CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps=coro", NULL) == ARGS_OK &&
           a.sweeps == (1u << SW_CORO));
     CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "cor", NULL) == ARGS_ERROR);
-    CHECK(strstr(err, "unknown sweep 'cor'") != NULL && strstr(err, "pages, coro)") != NULL);
+    CHECK(strstr(err, "unknown sweep 'cor'") != NULL &&
+          strstr(err, "pages, coro, rpc)") != NULL);
     CHECK(parse(&a, err, sizeof err, "--server", "--sweeps", "coro", NULL) == ARGS_ERROR);
+    /* rpc: its own sweep, part of all, last in run order (after coro) */
+    CHECK(parse_sweep_list("rpc", &m, err, sizeof err) == 0 && m == (1u << SW_RPC));
+    CHECK(SW_RPC == SW_COUNT - 1 && SW_RPC == SW_CORO + 1);
+    CHECK(strcmp(sweep_name(SW_RPC), "rpc") == 0);
+    CHECK((SWEEPS_ALL & (1u << SW_RPC)) != 0);
+    CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && (m & (1u << SW_RPC)) &&
+          (m & (1u << SW_CORO)));
+    CHECK(parse_sweep_list("rpc,lat", &m, err, sizeof err) == 0 &&
+          m == ((1u << SW_RPC) | (1u << SW_LAT)));
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps=rpc", "--bw-iters", "512",
+                NULL) == ARGS_OK &&
+          a.sweeps == (1u << SW_RPC) && a.bw_iters == 512);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "rpcs", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "unknown sweep 'rpcs'") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--server", "--sweeps", "rpc", NULL) == ARGS_ERROR);
     for (int i = 0; i < SW_COUNT; i++)
         CHECK(sweep_from_name(sweep_name(i), strlen(sweep_name(i))) == i);
     CHECK(sweep_from_name("la", 2) == -1);
@@ -208,6 +224,7 @@ static void test_args(void)
                 CHECK(strstr(buf, sweep_name(i)) != NULL);
             CHECK(strstr(buf, "--time-limit") != NULL && strstr(buf, "exit status") != NULL);
             CHECK(strstr(buf, "--qps-threads N") != NULL);
+            CHECK(strstr(buf, "rpc (two-sided RPCs") != NULL);
         }
         free(buf);
         fclose(f);
@@ -737,6 +754,106 @@ static void test_util(void)
 
 /* ---- sweep plan ------------------------------------------------------------------------ */
 
+/* the rpc sweep: its points, warm-up, timed operations and window of requests in flight */
+static void test_rpc_plan(void)
+{
+    /* RC (no cap): 7 windows at batch 1, 3 at batch = window, 4 payloads at window 16 */
+    static const struct rpc_shape WANT[RPC_MAX_POINTS] = {
+        {1, 1, 64},  {2, 1, 64},   {4, 1, 64},    {8, 1, 64},   {16, 1, 64},
+        {32, 1, 64}, {64, 1, 64},  {4, 4, 64},    {16, 16, 64}, {64, 64, 64},
+        {16, 1, 16}, {16, 1, 256}, {16, 1, 1024}, {16, 1, 4096},
+    };
+    struct rpc_shape sh[RPC_MAX_POINTS];
+    int n = rpc_points(UINT32_MAX, sh);
+    CHECK(n == RPC_MAX_POINTS);
+    int same = 1;
+    for (int i = 0; i < n && i < RPC_MAX_POINTS; i++) {
+        if (sh[i].window != WANT[i].window || sh[i].batch != WANT[i].batch ||
+            sh[i].payload != WANT[i].payload)
+            same = 0;
+        /* the batch divides the window: lists of exactly batch requests */
+        if (sh[i].batch < 1 || sh[i].window % sh[i].batch != 0 || sh[i].window > 64)
+            same = 0;
+    }
+    CHECK(same);
+    /* UD: payloads up to the path MTU, nothing else left out, the order kept */
+    CHECK(rpc_points(4096, sh) == 14);
+    CHECK(rpc_points(2048, sh) == 13 && sh[12].payload == 1024 && sh[12].window == 16);
+    CHECK(rpc_points(1024, sh) == 13);
+    CHECK(rpc_points(512, sh) == 12 && sh[11].payload == 256 && sh[10].payload == 16);
+    CHECK(rpc_points(256, sh) == 12 && sh[9].window == 64 && sh[9].batch == 64);
+    CHECK(rpc_points(63, sh) == 1 && sh[0].payload == 16 && sh[0].window == 16);
+
+    /* warm-up: min(10000, ops / 10), at least a full window */
+    CHECK(rpc_warmup(20000, 1) == 2000 && rpc_warmup(20000, 64) == 2000);
+    CHECK(rpc_warmup(10000000, 64) == 10000 && rpc_warmup(400, 64) == 64);
+    CHECK(rpc_warmup(512, 16) == 51 && rpc_warmup(1, 1) == 1);
+    /* timed echoes: a whole number of lists */
+    CHECK(rpc_timed_ops(20000, 1) == 20000 && rpc_timed_ops(20000, 16) == 20000);
+    CHECK(rpc_timed_ops(20000, 64) == 20032 && rpc_timed_ops(512, 64) == 512);
+    CHECK(rpc_timed_ops(1, 4) == 4 && rpc_timed_ops(0, 1) == 1);
+
+    /* the window: in order, sequence numbers are consecutive and W may be in flight */
+    struct rpc_window w;
+    CHECK(rpc_window_init(&w, 4) == 0);
+    CHECK(w.ring == 8 && w.outstanding == 0);
+    CHECK(rpc_window_room(&w, 4) && !rpc_window_room(&w, 5));
+    for (uint32_t i = 0; i < 4; i++)
+        CHECK(rpc_window_post(&w, 1000 + i) == i);
+    CHECK(w.outstanding == 4 && !rpc_window_room(&w, 1) && rpc_window_room(&w, 0));
+    CHECK(rpc_window_echo(&w, 0) == 1 && w.outstanding == 3 && rpc_window_room(&w, 1));
+    CHECK(rpc_window_echo(&w, 0) == 0 && w.outstanding == 3); /* a duplicate */
+    CHECK(rpc_window_echo(&w, 9) == 0 && rpc_window_echo(&w, 77) == 0); /* never posted */
+    CHECK(rpc_window_post(&w, 2000) == 4);
+    /* nothing is overdue before its timeout, however long the others waited */
+    CHECK(rpc_window_expire(&w, 1000 + 500, 500) == 0 && w.outstanding == 4);
+    /* requests 1 and 2 (posted at 1001, 1002) are overdue at 1503: they leave the
+     * window; 3 (posted at 1003) is exactly at its timeout and stays */
+    CHECK(rpc_window_expire(&w, 1503, 500) == 2 && w.outstanding == 2);
+    CHECK(rpc_window_echo(&w, 3) == 1 && w.outstanding == 1);
+    /* a late echo of a request given up on matches nothing */
+    CHECK(rpc_window_echo(&w, 1) == 0 && rpc_window_echo(&w, 2) == 0);
+    CHECK(rpc_window_echo(&w, 4) == 1 && w.outstanding == 0);
+    rpc_window_free(&w);
+
+    /* an overdue request keeps its slot; the others flow around it, their sequence
+     * numbers skipping that slot, for as long as it takes (no bound on the span) */
+    CHECK(rpc_window_init(&w, 2) == 0);
+    CHECK(w.ring == 4);
+    uint32_t stuck = rpc_window_post(&w, 10); /* never answered */
+    CHECK(stuck == 0);
+    int flowing = 1, skipped_its_slot = 1;
+    uint32_t last = stuck;
+    for (int i = 0; i < 1000; i++) {
+        if (!rpc_window_room(&w, 1))
+            flowing = 0;
+        uint32_t q = rpc_window_post(&w, 20 + (uint64_t)i);
+        if (q <= last || (q & (w.ring - 1)) == (stuck & (w.ring - 1)))
+            skipped_its_slot = 0;
+        last = q;
+        if (rpc_window_echo(&w, q) != 1)
+            flowing = 0;
+    }
+    CHECK(flowing && skipped_its_slot && w.outstanding == 1);
+    CHECK(rpc_window_expire(&w, 10 + 200, 200) == 0 && rpc_window_expire(&w, 211, 200) == 1);
+    CHECK(w.outstanding == 0 && rpc_window_echo(&w, stuck) == 0);
+    /* out of order echoes match their own requests */
+    uint32_t a = rpc_window_post(&w, 300), b = rpc_window_post(&w, 301);
+    CHECK(b == a + 1 && !rpc_window_room(&w, 1));
+    CHECK(rpc_window_echo(&w, b) == 1 && rpc_window_echo(&w, a) == 1 && w.outstanding == 0);
+    rpc_window_free(&w);
+
+    /* the largest window: 64 in flight, a ring of 128 */
+    CHECK(rpc_window_init(&w, 64) == 0 && w.ring == 128);
+    for (int i = 0; i < 64; i++)
+        rpc_window_post(&w, 5);
+    CHECK(w.outstanding == 64 && !rpc_window_room(&w, 1));
+    CHECK(rpc_window_expire(&w, 6, 0) == 64 && w.outstanding == 0 && rpc_window_room(&w, 64));
+    rpc_window_free(&w);
+    CHECK(rpc_window_init(&w, 0) == 0 && w.window == 1); /* at least one */
+    rpc_window_free(&w);
+}
+
 static void test_plan(void)
 {
     /* default: 4 posting threads, at most one per online CPU */
@@ -1170,6 +1287,7 @@ int main(void)
     test_hostinfo();
     test_util();
     test_plan();
+    test_rpc_plan();
     test_coro();
     printf("test_probe: %d checks, %d failures\n", g_checks, g_failures);
     return g_failures ? 1 : 0;

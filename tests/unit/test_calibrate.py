@@ -22,7 +22,7 @@ from calibration.parsers import load_measurements
 from rnicsim.cli import main as cli
 from rnicsim.errors import InputError
 from rnicsim.profile import load_profile
-from workloads.perftest import PerftestArgs, run, run_bw, run_lat
+from workloads.perftest import PerftestArgs, run, run_bw, run_echo, run_lat
 
 HIDDEN = {"pcie.latency": 1.3, "nic.responder.read": 1.2}   # truth = base x factor
 
@@ -776,3 +776,105 @@ def test_coroutine_scheduler_costs_from_a_coro_sweep(tmp_path):
     assert prof.host.poll_cq == pytest.approx(90, rel=0.05)
     assert got["host.coroutine_switch"]["identified"] and got["host.poll_cq"]["identified"]
     assert fit["rms_rel_err_base"] > 0.3 and fit["rms_rel_err_fit"] < 0.01
+
+
+# ---- the probe's rpc sweep: two-sided RPCs against the server's echo ------------------
+
+
+_RPC_POINTS = ([(64, w, 1) for w in (1, 2, 4, 8, 16, 32, 64)]
+               + [(64, w, w) for w in (4, 16, 64)]
+               + [(s, 16, 1) for s in (16, 256, 1024)])
+
+
+def _rpc_file(path: Path, truth, points=_RPC_POINTS, lost: int = 0) -> Path:
+    """A probe file with the rpc sweep as client.c writes it (one thread, one QP, window
+    ``depth``, lists of ``batch``, the last WR of each signaled; UD then RC; inline up to
+    the profile's max_inline), every rate what ``truth`` simulates; ``lost`` on the first
+    UD point."""
+    lines = [{"type": "probe", "schema": 1, "probe_version": "0.3.0", "path_mtu": 4096},
+             {"type": "link", "role": "client", "device": "mlx5_0", "link_layer": "IB",
+              "active_mtu": 4096}]
+    for conn in ("UD", "RC"):
+        for size, w, b in points:
+            inline = size <= truth.nic.max_inline
+            exp = F.Experiment(tool="rpc_echo", size=size, conn=conn, tx_depth=w,
+                               post_list=b, inline=size if inline else 0, mtu=4096)
+            mops = round(F.simulate(exp, truth), 4)
+            lines.append({"type": "measurement", **_POINT, **_BW, "sweep": "rpc",
+                          "verb": "SEND", "transport": conn, "method": "throughput",
+                          "payload": size, "depth": w, "batch": b, "signal_every": b,
+                          "inline": inline, "mops": mops, "gbps": mops * size * 8 / 1e3,
+                          "lost": lost if conn == "UD" and len(lines) == 2 else 0})
+    lines.append({"type": "end", "status": "ok"})
+    path.write_text("\n".join(json.dumps(o) for o in lines) + "\n")
+    return path
+
+
+def test_rpc_sweep_maps_to_the_echo_loop(tmp_path):
+    """Each rpc point is the echo loop it measures (``workloads.perftest.run_echo``);
+    a point that lost UD echoes is left out with the reason; impossible rpc points are
+    refused naming the key."""
+    cx4 = load_profile("cx4-edr")
+    f = _rpc_file(tmp_path / "rpc.jsonl", cx4, points=[(64, 1, 1), (64, 16, 1), (64, 16, 16)],
+                  lost=3)
+    points, unmapped = F.map_measurements(load_measurements([f]), cx4)
+    assert [u.reason.split(":")[0] for u in unmapped] == ["3 UD echoes were lost"]
+    assert [(p.exp.conn, p.exp.tx_depth, p.exp.post_list) for p in points] == [
+        ("UD", 16, 1), ("UD", 16, 16), ("RC", 1, 1), ("RC", 16, 1), ("RC", 16, 16)]
+    assert all(p.exp.tool == "rpc_echo" and p.exp.op_class == "send" for p in points)
+    for p in points:
+        assert F.simulate(p.exp, cx4) == pytest.approx(p.measured, rel=1e-3)
+    # a window of one waits for every echo; a window of 16 keeps both threads busy
+    rc = {(p.exp.tx_depth, p.exp.post_list): p.measured for p in points if p.exp.conn == "RC"}
+    assert rc[(16, 1)] > 4 * rc[(1, 1)]
+    # lists of the whole window wait for the last echo before posting again
+    assert rc[(16, 16)] < rc[(16, 1)]
+    for old, new, key, why in (
+            ('"batch": 16, "signal_every": 16', '"batch": 3, "signal_every": 3', "batch",
+             "a divisor of depth"),
+            ('"batch": 16, "signal_every": 16', '"batch": 16, "signal_every": 1',
+             "signal_every", "is signaled")):
+        text = f.read_text()
+        assert old in text
+        bad = tmp_path / f"bad_{key}.jsonl"
+        bad.write_text(text.replace(old, new, 1))
+        with pytest.raises(InputError) as e:
+            load_measurements([bad])
+        assert e.value.key == key and why in e.value.expected
+
+
+def test_echo_rate_is_bounded_by_the_server_thread():
+    """With a deep window the echo server's one thread bounds the rate: it spends, per
+    echo, a receive and a send WQE, the send's doorbell and the CQEs, and polls in
+    between. Making those CPU costs dearer on the server's host lowers the deep-window
+    rate nearly in proportion, while one outstanding request (latency-bound) moves by
+    only the cost added to its round trip."""
+    cx4 = load_profile("cx4-edr")
+    slow = cx4.with_overrides({"host.wqe_build": "100ns", "host.cqe_handle": "80ns"}, "test")
+
+    def rate(p, w):
+        return run_echo(p, "RC", 64, w, 1, True, 512, 2048)
+
+    deep0, deep1 = rate(cx4, 64), rate(slow, 64)
+    # server CPU per echo grows by 2 WQEs x 75 ns + 60 ns of CQE handling, at least
+    assert 1e3 / deep1 - 1e3 / deep0 >= 0.8 * (2 * 75 + 60)
+    one0, one1 = rate(cx4, 1), rate(slow, 1)
+    # one request: the round trip grows by the client's and server's added costs only
+    assert 0 < 1e3 / one1 - 1e3 / one0 < 2 * (2 * 75 + 60) + 100
+
+
+def test_host_cpu_costs_from_an_rpc_sweep(tmp_path):
+    """A hidden host that spends 60 ns building a WQE (25 shipped) comes back from the rpc
+    sweep alone: the deep windows are bound by the echo server's thread, whose every echo
+    builds two WQEs. Windows of 1, 16 and 64, UD and RC (the fit simulates each point
+    some 20 times): with the two deep ones alone the fit stops at 48 ns, since a deep
+    window's rate moves by up to 2% between close costs, up or down, as the client's and
+    the server's loops fall in and out of step."""
+    cx4 = load_profile("cx4-edr")
+    truth = cx4.with_overrides({"host.wqe_build": "60ns"}, "hidden truth")
+    fit = _fit(tmp_path, None, "cx4-edr", "host.wqe_build", 0,
+               file=_rpc_file(tmp_path / "rpc.jsonl", truth,
+                              points=[(64, 1, 1), (64, 16, 1), (64, 64, 1)]))
+    assert fit["profile"].host.wqe_build == pytest.approx(60, rel=0.05)
+    assert fit["by_key"]["host.wqe_build"]["identified"]
+    assert fit["rms_rel_err_base"] > 0.03 and fit["rms_rel_err_fit"] < 0.01

@@ -121,7 +121,8 @@ def test_help_exits_0(probe: Path):
     assert r.stdout.startswith("usage: rnicsim-probe --server")
     for word in ("--client HOST", "--out", "--sweeps", "--iters", "--time-limit", "--port",
                  "--dev", "--qps-threads N",
-                 "lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages,", "coro"):
+                 "lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages,", "coro",
+                 "rpc (two-sided RPCs"):
         assert word in r.stdout, word
     assert r.stderr == ""
     assert _run([str(probe), "-h"], timeout=30).returncode == 0
@@ -163,6 +164,7 @@ def test_unknown_device_name(probe: Path):
     (["--client", "h", "--iters", "ten"], "--iters: expected an integer, got 'ten'"),
     (["--client", "h", "--time-limit", "-1"], "--time-limit"),
     (["--client", "h", "--sweeps", "lat,nope"], "unknown sweep 'nope'"),
+    (["--client", "h", "--sweeps", "rpcs"], "pages, coro, rpc)"),
     (["--server", "--out", "x.jsonl"], "--out is a client option"),
     (["--client", "h", "stray"], "unexpected argument 'stray'"),
     (["--client", "h", "--qps-threads", "0"],
@@ -197,9 +199,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(exe: Path, port: int, *extra: str) -> subprocess.Popen:
+def _start_server(exe: Path, port: int, *extra: str,
+                  env: dict | None = None) -> subprocess.Popen:
     srv = subprocess.Popen([str(exe), "--server", "--port", str(port), *extra],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env or ENV)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # wait until it listens
         try:
@@ -237,8 +241,8 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert "done:" in r.stderr and r.stdout == ""
     run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
-    # `all` includes the coro sweep, last: 3 switch lines and 12 points
-    assert run.header["args"]["sweeps"][-1] == "coro"
+    # `all` includes the coro sweep (3 switch lines and 12 points) and, last, the rpc one
+    assert run.header["args"]["sweeps"][-2:] == ["coro", "rpc"]
     assert [w["coroutines"] for w in run.switches] == [1, 2, 32]
     coro = [m for m in run.measurements if m["sweep"] == "coro"]
     assert len(coro) + sum(s["sweep"] == "coro" for s in run.skips) == 12
@@ -250,7 +254,10 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
                for s in run.skips), [s["reason"] for s in run.skips]
     sweeps = {m["sweep"] for m in run.measurements}
     assert sweeps == {"lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline",
-                      "atomics", "pages", "coro"}
+                      "atomics", "pages", "coro", "rpc"}
+    rpc = [m for m in run.measurements if m["sweep"] == "rpc"]
+    assert len(rpc) + sum(s["sweep"] == "rpc" for s in run.skips) == 28
+    assert [m["sweep"] for m in run.measurements][-len(rpc):] == ["rpc"] * len(rpc)
     kinds = {(m["verb"], m["transport"], m["method"]) for m in run.measurements
              if m["sweep"] == "lat"}
     assert kinds == {("READ", "RC", "post_to_cqe"), ("WRITE", "RC", "post_to_cqe"),
@@ -365,6 +372,114 @@ def test_end_to_end_coro_sweep_stops_at_the_time_limit(fake_probe: Path, tmp_pat
     for m in ms:
         assert m["truncated"] and 0 < m["iters"] < 1_000_000_000, m
         assert m["elapsed_s"] < 1.0 and m["polls_per_op"] > 0
+
+
+# every key of an rpc measurement (SCHEMA.md): the standard ones, the throughput ones and
+# the lost echoes
+RPC_KEYS = {"type", "sweep", "verb", "transport", "method", "payload", "qps", "threads",
+            "depth", "batch", "signal_every", "inline", "page_size", "page_backing",
+            "region_bytes", "addresses", "random_offsets", "iters", "elapsed_s",
+            "truncated", "mops", "gbps", "lost"}
+# (window W, batch B, payload) in run order, for UD then RC (the fake's path MTU is 4096)
+RPC_SHAPES = ([(w, 1, 64) for w in (1, 2, 4, 8, 16, 32, 64)] +
+              [(w, w, 64) for w in (4, 16, 64)] +
+              [(16, 1, p) for p in (16, 256, 1024, 4096)])
+RPC_POINTS = [(tp, *shape) for tp in ("UD", "RC") for shape in RPC_SHAPES]
+
+
+def _run_rpc(fake_probe: Path, out: Path, *args: str, server_env: dict | None = None):
+    """--sweeps rpc against a fake-verbs server (started with ``server_env``); the parsed
+    run and the raw lines."""
+    from calibration.parsers import parse_probe_jsonl
+
+    port = _free_port()
+    srv = _start_server(fake_probe, port, env=server_env)
+    try:
+        r = _run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port), "--out",
+                  str(out), "--sweeps", "rpc", *args], timeout=240)
+    finally:
+        _stop(srv)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text(encoding="utf-8")
+    run = parse_probe_jsonl(text, str(out))
+    assert run.header["args"]["sweeps"] == ["rpc"] and run.complete
+    assert run.end["status"] == "ok"
+    return run, [json.loads(ln) for ln in text.splitlines()]
+
+
+def test_end_to_end_rpc_sweep_on_fake_verbs(fake_probe: Path, tmp_path: Path):
+    """--sweeps rpc: a window of W SEND_WITH_IMM requests in flight from one thread on one
+    QP, posted in lists of B with the last WR signaled, each echoed by the server; UD then
+    RC, 14 points each. The fake verbs check the send-queue accounting (a full queue fails
+    the post), the linked lists, the immediate data the echo carries back (an echo that
+    answers no request in flight skips an RC point) and the receives (every echo needs
+    one); they lose no UD message, so every echo comes back and nothing counts as lost.
+    The file parses with calibration.parsers."""
+    from calibration.parsers import load_measurements
+
+    out = tmp_path / "rpc.jsonl"
+    run, lines = _run_rpc(fake_probe, out, "--bw-iters", "512", "--time-limit", "5",
+                          "--connect-timeout", "5")
+    assert not run.skips, [s["reason"] for s in run.skips]
+    assert len(run.measurements) == 28
+    ms = [ln for ln in lines if ln["type"] == "measurement"]   # as written, key for key
+    assert [(m["transport"], m["depth"], m["batch"], m["payload"]) for m in ms] == RPC_POINTS
+    for m in ms:
+        assert set(m) == RPC_KEYS, set(m) ^ RPC_KEYS
+        assert (m["sweep"], m["verb"], m["method"]) == ("rpc", "SEND", "throughput")
+        assert (m["qps"], m["threads"], m["addresses"], m["random_offsets"]) == (1, 1, 1, False)
+        assert m["signal_every"] == m["batch"] and m["depth"] % m["batch"] == 0
+        assert m["inline"] == (m["payload"] <= 256), m
+        assert m["page_size"] == 4096 and m["page_backing"] == "base"
+        assert m["region_bytes"] >= m["payload"]
+        # every echo of the timed phase came back (512 is a whole number of lists)
+        assert m["iters"] == 512 and not m["truncated"] and m["lost"] == 0, m
+        assert m["elapsed_s"] > 0 and m["mops"] > 0
+        assert m["mops"] == pytest.approx(512 / m["elapsed_s"] / 1e6, rel=1e-6)
+        assert m["gbps"] == pytest.approx(m["mops"] * m["payload"] * 8 / 1000, rel=1e-9)
+    # the lines in order: header, 6 info lines, the 28 points, the end
+    assert [ln["type"] for ln in lines[7:-1]] == ["measurement"] * 28
+    assert lines[-1]["points"] == 28 and lines[-1]["skipped"] == 0
+    loaded = load_measurements([out])
+    assert {m.sweep for m in loaded} == {"rpc"} and all(m.lost == 0 for m in loaded)
+
+
+def test_end_to_end_rpc_sweep_counts_lost_ud_echoes(fake_probe: Path, tmp_path: Path):
+    """A server whose wire loses every 150th UD SEND it posts (its echoes): a UD request
+    whose echo has not come back within 200 ms counts in `lost` and frees its window
+    slot; the point still completes its echoes (the lost ones are replaced) and its time
+    includes the wait. RC points are unaffected (the fake never loses RC messages)."""
+    out = tmp_path / "rpc-lossy.jsonl"
+    run, _ = _run_rpc(fake_probe, out, "--bw-iters", "256", "--time-limit", "5",
+                      "--connect-timeout", "5",
+                      server_env={**ENV, "FAKEVERBS_UD_DROP_EVERY": "150"})
+    assert not run.skips, [s["reason"] for s in run.skips]
+    ms = run.measurements
+    assert [(m["transport"], m["depth"], m["batch"], m["payload"]) for m in ms] == RPC_POINTS
+    ud = [m for m in ms if m["transport"] == "UD"]
+    rc = [m for m in ms if m["transport"] == "RC"]
+    # about 14 x (256 + warm-up) echoes, one in 150 lost: most UD points lose one
+    assert sum(m["lost"] for m in ud) >= 5, [m["lost"] for m in ud]
+    for m in ud:
+        assert not m["truncated"], m
+        # lost ones are replaced by whole lists: at most B - 1 echoes more than asked
+        assert 256 <= m["iters"] < 256 + m["batch"], m
+        if m["lost"] and m["depth"] == 1:
+            assert m["elapsed_s"] >= 0.2, m      # the one request in flight waited 200 ms
+    for m in rc:
+        assert m["lost"] == 0 and m["iters"] == 256 and not m["truncated"], m
+
+
+def test_end_to_end_rpc_sweep_stops_at_the_time_limit(fake_probe: Path, tmp_path: Path):
+    """A --bw-iters no point reaches: each rpc point stops posting at --time-limit, the
+    requests in flight come back and count, and the run goes on to the next point."""
+    out = tmp_path / "rpc-limit.jsonl"
+    run, _ = _run_rpc(fake_probe, out, "--bw-iters", "1000000000", "--time-limit", "0.1")
+    ms = run.measurements
+    assert [(m["transport"], m["depth"], m["batch"], m["payload"]) for m in ms] == RPC_POINTS
+    for m in ms:
+        assert m["truncated"] and 0 < m["iters"] < 1_000_000_000, m
+        assert m["elapsed_s"] < 1.0 and m["lost"] == 0 and m["mops"] > 0, m
 
 
 def test_end_to_end_qps_sweep_with_posting_threads(fake_probe: Path, tmp_path: Path):
