@@ -38,6 +38,7 @@ import numpy as np
 from rnicsim.cluster import Cluster
 from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import load_profile
+from rnicsim.scenario import parse_override
 from rnicsim.sim import Simulation
 from rnicsim.verbs import (CAS, FAA, READ, RECV, SEND, SEND_WITH_IMM, UD_GRH, WRITE, Context,
                            WorkRequest)
@@ -115,9 +116,8 @@ def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
             raise InputError("command line", f"--{name}", "a positive whole number")
     overrides = {}
     for item in ns.set:
-        if "=" not in item:
-            raise InputError("command line", "--set", f"SECTION.PARAM=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
+        # parsed as YAML, as a scenario's --set: 8 is a count, true a flag, 80ns a time
+        k, v = parse_override(item)
         overrides[k] = v
     if ns.size is None:
         ns.size = (DEF_SIZE_ATOMIC if "atomic" in ns.tool else

@@ -193,6 +193,25 @@ def test_same_seed_same_table(capsys):
     assert a == b
 
 
+def test_set_takes_counts_flags_and_times_as_a_scenario_does(capsys):
+    """``--set`` values are parsed as YAML, like a scenario's ``--set``: a count (8), a
+    flag (true) and a time (80ns or a bare number of ns) all take, and each changes what
+    it should. (Before, every value reached the profile as a string, so counts and flags
+    exited 2.)"""
+    def rate(*sets: str) -> float:
+        flags = [x for s in sets for x in ("--set", s)]
+        [row] = simulated_run(capsys, "ib_read_bw", "-s", "32", "-q", "8", "-n", "300",
+                              *flags, nic="cx4-edr")[0].rows
+        return row.msg_rate_mpps
+
+    base = rate()
+    assert rate("nic.processing_units=1") < 0.5 * base       # one PU serves every READ
+    assert rate("nic.dcqcn=true") > 0                         # a flag takes
+    lat = [simulated_run(capsys, "ib_read_lat", "-n", "50", "--set", s)[0].rows[0].t_typical
+           for s in ("host.mmio=80ns", "host.mmio=80", "host.mmio=400ns")]
+    assert lat[0] == lat[1] < lat[2]
+
+
 # =========================================================================== bad flags
 @pytest.mark.parametrize("args, words", [
     (["ib_read_lat", "--bogus"], ["unrecognized arguments", "--bogus"]),
@@ -204,7 +223,7 @@ def test_same_seed_same_table(capsys):
     (["ib_read_lat", "-c", "UD"], ["-c", "RC"]),
     (["ib_write_lat", "-c", "UD"], ["-c", "UD has no RDMA WRITE"]),
     (["ib_read_lat", "-m", "3000"], ["invalid choice", "3000"]),
-    (["ib_read_lat", "--set", "pcie.latency"], ["--set", "SECTION.PARAM=VALUE"]),
+    (["ib_read_lat", "--set", "pcie.latency"], ["--set", "KEY.PATH=VALUE"]),
     (["ib_read_lat", "--set", "pcie.latncy=1ns", "-n", "5"], ["pcie.latncy"]),
     (["ib_read_lat", "--nic", "cx9", "-n", "5"], ["cx9", "cx3-qdr"]),
 ])
