@@ -24,7 +24,7 @@ commands:
   perftest TOOL [perftest flags] [--nic PROFILE] [--set section.param=v]
                                    perftest on two simulated hosts
   reproduce NAME [--size S] [--only SCENARIO]... [--jobs N] [--out DIR] [--json]
-                 [--profile NAME=FILE]... [--quiet]
+                 [--profile NAME=FILE]... [--set a.b=v]... [--quiet]
                                    reproduce a paper's claims (drtmh, roce, rdmc)
   rdmc-schedule --algorithm A -n N -k K [--rack-size R] [--json]
                                    print an RDMC block schedule

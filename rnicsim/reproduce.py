@@ -87,6 +87,14 @@ def main(argv: list[str]) -> int:
         raise InputError("command line", "--size",
                          f"full or a size the scenarios define ({', '.join(sizes) or 'none'}), "
                          f"got {a.size!r}")
+    if a.size != "full":
+        # A scenario without that size runs at full size: say so before anything runs
+        # (fig. 5a at full size is an hour, not the quick look a small size asks for).
+        lacking = [f.stem for f, raw in raws.items() if a.size not in (raw.get("sizes") or {})]
+        if lacking:
+            print(f"rnicsim reproduce: warning: {', '.join(lacking)} define no size "
+                  f"{a.size!r} and run at full size (leave them out with --only)",
+                  file=sys.stderr)
     used = sorted({_nic_profile(raw) for raw in raws.values()})
     for name in swap:
         if name not in used:

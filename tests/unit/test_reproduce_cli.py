@@ -135,3 +135,18 @@ def test_set_applies_a_key_to_every_selected_scenario(tmp_path, capsys, monkeypa
     code, _o, err = _run(["rdmc", "--set", "cluster.nic.overrides.pcie.ratex=1", *out], capsys)
     assert code == 2 and "pcie.ratex" in err and "--set" in err and ".yaml" in err
     assert "Traceback" not in err and seen == []
+
+
+def test_a_size_some_scenarios_lack_is_named_before_they_run_at_full_size(tmp_path, capsys,
+                                                                          no_runs):
+    """--size S runs the scenarios that define S at S and the others at full size; those
+    are named on stderr before anything runs (a quick look must not turn into an hour's
+    full-size run unannounced). Every selected scenario defining S: no warning."""
+    out = ["--out", str(tmp_path / "o")]
+    code, _o, err = _run(["drtmh", "--size", "smoke", "--only", "fig3a", "--only", "fig14_end",
+                          *out], capsys)
+    assert code == 0 and sorted(no_runs) == ["fig14_end_to_end", "fig3a_shared_context"]
+    assert "warning" in err and "fig3a_shared_context" in err and "'smoke'" in err
+    assert "full size" in err and "fig14_end_to_end" not in err
+    code, _o, err = _run(["drtmh", "--size", "smoke", "--only", "fig14_end", *out], capsys)
+    assert code == 0 and "warning" not in err
