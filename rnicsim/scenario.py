@@ -615,6 +615,7 @@ def resolve(raw: dict, source: str, overrides: list[tuple[str, Any]] | None = No
                 _set_path(raw, k, v, source, f"sizes.{size}.{k}")
         overridden = {k for k, _v in overrides}
         size_keys = [str(k) for k in block if str(k) not in overridden]
+    _profiles_beside(raw, source)
     for k, v in overrides:
         if k.startswith("sweep."):
             _set_sweep(raw, k[len("sweep."):], v, source, f"--set {k}")
@@ -631,6 +632,34 @@ def resolve(raw: dict, source: str, overrides: list[tuple[str, Any]] | None = No
             if e.key == k or e.key.startswith((k + ".", k + "[", k + " ")):
                 raise InputError(e.source, f"sizes.{size}.{e.key}", e.expected) from None
         raise
+
+
+def _profile_beside(v: Any, here: Path) -> Any:
+    """``v`` as a path beside the scenario (``here``) when it is a relative profile path
+    that exists there; otherwise ``v`` itself (a name, or a path looked up from the
+    working directory)."""
+    if not isinstance(v, str) or not (v.endswith((".yaml", ".yml")) or "/" in v):
+        return v
+    p = Path(v)
+    if p.is_absolute() or not (here / p).is_file():
+        return v
+    return str(here / p)
+
+
+def _profiles_beside(raw: dict, source: str) -> None:
+    """Profile paths written in a scenario file (``cluster.nic.profile``, and the values of
+    a sweep over it) are relative to the file's folder, as ``plugins`` are; a path that
+    is not there is left to the working directory, as a ``--set`` value is."""
+    here = Path(source).parent
+    if not Path(source).is_file():
+        return
+    nic = (raw.get("cluster") or {}).get("nic") if isinstance(raw.get("cluster"), dict) else None
+    if isinstance(nic, dict) and "profile" in nic:
+        nic["profile"] = _profile_beside(nic["profile"], here)
+    sweep = raw.get("sweep")
+    if isinstance(sweep, dict) and isinstance(sweep.get("cluster.nic.profile"), list):
+        sweep["cluster.nic.profile"] = [_profile_beside(v, here)
+                                        for v in sweep["cluster.nic.profile"]]
 
 
 def _validate(raw: dict, source: str) -> Scenario:

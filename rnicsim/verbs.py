@@ -38,13 +38,18 @@ from .hw.host import add_hogs as _add_hogs
 from .hw.memory import MemoryRegion
 from .hw.rnic import RC, UC, UD, QpHw
 from .hw.wqe import GRH as UD_GRH
-from .hw.wqe import (CAS, FAA, OPCODE_NAMES, READ, RECV, RECV_RDMA_WITH_IMM, SEND, WAIT, SEND_WITH_IMM, STATUS_NAMES,
-                     SUCCESS, WRITE, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
+from .hw.wqe import (CAS, FAA, LOC_LEN_ERR, OPCODE_NAMES, READ, RECV, RECV_RDMA_WITH_IMM,
+                     REM_ACCESS_ERR, REM_INV_REQ_ERR, RETRY_EXC_ERR, RNR_RETRY_EXC_ERR, SEND,
+                     SEND_WITH_IMM, STATUS_NAMES, SUCCESS, WAIT, WR_FLUSH_ERR, WRITE,
+                     WRITE_WITH_IMM, WorkCompletion, WorkRequest)
 
 __all__ = ["Context", "CompletionQueue", "QueuePair", "MemoryRegion", "WorkRequest",
            "WorkCompletion", "Thread", "SEND", "SEND_WITH_IMM", "WRITE", "WRITE_WITH_IMM",
-           "READ", "CAS", "FAA", "RECV", "RECV_RDMA_WITH_IMM", "WAIT", "SUCCESS", "RC", "UC", "UD", "OPCODE_NAMES",
-           "STATUS_NAMES", "UD_GRH", "add_cpu_hogs"]
+           "READ", "CAS", "FAA", "RECV", "RECV_RDMA_WITH_IMM", "WAIT", "RC", "UC", "UD",
+           "OPCODE_NAMES", "STATUS_NAMES", "UD_GRH", "add_cpu_hogs",
+           # completion status codes (wc.status; STATUS_NAMES[wc.status] is the name)
+           "SUCCESS", "LOC_LEN_ERR", "REM_ACCESS_ERR", "RETRY_EXC_ERR", "WR_FLUSH_ERR",
+           "RNR_RETRY_EXC_ERR", "REM_INV_REQ_ERR"]
 
 # UD_GRH [B]: the space at the start of every UD receive buffer the verbs API reserves for
 # a GRH; a UD receive buffer must hold it plus the message.

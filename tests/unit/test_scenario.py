@@ -1127,3 +1127,35 @@ sweep: {{workload.x: [1, 4]}}
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr()
     assert "plugins[0]" in err.out + err.err and "no_such_plugin_module" in err.out + err.err
+
+
+def test_a_profile_path_in_a_scenario_is_found_beside_it(tmp_path, monkeypatch, capsys):
+    """``cluster.nic.profile: ./my.yaml`` (and a sweep over profile paths) names a file
+    beside the scenario, as ``plugins`` do, whatever the working directory; a path that
+    is not there is still looked up from the working directory (as before, and as a
+    ``--set`` value is); a path found nowhere exits 2 naming the key."""
+    from rnicsim.profile import PROFILE_DIR
+
+    sub = tmp_path / "study"
+    sub.mkdir()
+    (sub / "my.yaml").write_text((PROFILE_DIR / "cx3-qdr.yaml").read_text())
+    (tmp_path / "cwd.yaml").write_text((PROFILE_DIR / "cx3-fdr.yaml").read_text())
+    text = ("version: 1\nname: beside\ncluster: {nodes: 2, nic: {profile: ./my.yaml}}\n"
+            "workload: {kind: microbench, verb: read, payload: 64}\n"
+            "run: {warmup: 1us, measure: 2us}\n")
+    sc_file = sub / "sc.yaml"
+    sc_file.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    sc = load_scenario(sc_file)
+    assert Path(sc.cluster.nic.profile) == sub / "my.yaml"
+    assert main(["validate", str(sc_file)]) == 0
+    swept = sub / "swept.yaml"
+    swept.write_text(text + "sweep: {cluster.nic.profile: [my.yaml, cwd.yaml, cx4-edr]}\n")
+    profiles = [p.cluster.nic.profile for _v, p in points(load_scenario(swept))]
+    assert profiles == [str(sub / "my.yaml"), "cwd.yaml", "cx4-edr"]
+    assert main(["validate", str(swept)]) == 0
+    missing = sub / "missing.yaml"
+    missing.write_text(text.replace("./my.yaml", "./nowhere.yaml"))
+    capsys.readouterr()
+    assert main(["validate", str(missing)]) == 2
+    assert "cluster.nic.profile" in capsys.readouterr().err
