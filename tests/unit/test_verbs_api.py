@@ -246,3 +246,24 @@ def test_a_ud_receive_buffer_must_hold_the_grh_space(cx4):
     assert state == "RTS"
     got, _, _ = _send_into(cx4, "UD", 64 + UD_GRH, 64)
     assert got[1] == [("small", "SUCCESS"), ("big", "SUCCESS")]
+
+
+def test_status_codes_are_importable_from_verbs(cx4):
+    """``wc.status`` is compared with the constants of ``rnicsim.verbs`` (a READ with a key
+    the responder does not know completes REM_ACCESS_ERR); STATUS_NAMES names them all."""
+    from rnicsim import verbs as V
+
+    codes = [V.SUCCESS, V.LOC_LEN_ERR, V.REM_ACCESS_ERR, V.RETRY_EXC_ERR, V.WR_FLUSH_ERR,
+             V.RNR_RETRY_EXC_ERR, V.REM_INV_REQ_ERR]
+    assert [V.STATUS_NAMES[c] for c in codes] == [
+        "SUCCESS", "LOC_LEN_ERR", "REM_ACCESS_ERR", "RETRY_EXC_ERR", "WR_FLUSH_ERR",
+        "RNR_RETRY_EXC_ERR", "REM_INV_REQ_ERR"]
+    sim, _cl, w0, _w1, a, _b, mr = _pair(cx4)
+    got = []
+
+    def co(w):
+        got.extend((yield w.post(a, [WorkRequest(READ, 64, "bad", rkey=mr.rkey + 999)])))
+
+    w0.spawn(co)
+    sim.run(until=100_000)
+    assert [(wc.wr_id, wc.status) for wc in got] == [("bad", V.REM_ACCESS_ERR)]
