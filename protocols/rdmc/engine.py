@@ -20,7 +20,11 @@ Scope
     * **Two RC QPs per pair of members**, as RDMC's ``queue_pairs`` and
       ``rfb_queue_pairs`` (``src/rdmc/group_send.h``): blocks on one; ready_for_block
       credits, close messages and watchdog probes (zero-length WRITE-with-IMM) on the
-      other, so a credit never waits behind a block going the other way.
+      other, so a credit never waits behind a block going the other way. It can still
+      wait behind a block its own node is sending to another member: with per-message
+      transmit arbitration (the profile's ``nic.tx_arbitration``, ``message`` on the
+      ConnectX profiles) the NIC's egress finishes a 1 MiB block before the credit goes,
+      about 260 us on EDR (docs/model.md, RDMC at 512 nodes).
     * **Blocks** travel as one RC WRITE-with-IMM each (one NIC message, a handful of
       simulator events, not one per packet); the immediate carries ``block << 16 | k``.
       The receiver learns the block count from its first block, takes the message buffer
