@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
                          f"got {a.size!r}")
     if a.size != "full":
         # A scenario without that size runs at full size: say so before anything runs
-        # (fig. 5a at full size is an hour, not the quick look a small size asks for).
+        # (a full-size scenario can take many times as long as the quick look asked for).
         lacking = [f.stem for f, raw in raws.items() if a.size not in (raw.get("sizes") or {})]
         if lacking:
             print(f"rnicsim reproduce: warning: {', '.join(lacking)} define no size "
