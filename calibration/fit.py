@@ -26,8 +26,10 @@ Method (see ``calibration/README.md``, "Fit a profile"):
    translation cache warms over them); the ``coro`` sweep -> the microbenchmark loop of
    one thread's coroutines (``simulate_coro``); the ``rpc`` sweep (SEND echoes with a
    window of requests outstanding) -> ``workloads.perftest.run_echo`` at steady state,
-   a point that lost UD echoes skipped. What cannot be mapped (SEND ping-pong over several
-   QPs, latency with a batch or several threads - the probe measures neither -,
+   a point that lost UD echoes skipped; the ``arb`` sweep (a small WRITE posted behind a
+   large one on another QP) -> ``workloads.perftest.run_behind``. What cannot be mapped
+   (SEND ping-pong over several QPs, latency with a batch or several threads - the probe
+   measures neither -,
    bidirectional perftest runs, another link layer) is skipped and listed. The fitted
    quantity is the median latency (``t_typical``) of a latency row and the message rate
    (bandwidth when no rate is printed) of a bandwidth row; other statistics (min, tails,
@@ -114,13 +116,13 @@ from rnicsim.errors import ArgumentParser, InputError
 from rnicsim.profile import (CountP, OpTimes, Profile, ProfileModel, RateP, SizeP, TimeP,
                              load_profile)
 from workloads.microbench import MicrobenchSpec, run_microbench
-from workloads.perftest import TOOLS, PerftestArgs, run_bw, run_echo, run_lat
+from workloads.perftest import TOOLS, PerftestArgs, run_behind, run_bw, run_echo, run_lat
 
 __all__ = [
     "DEFAULT_PARAMS", "SWEEP_PARAMS", "PAGES_PARAMS", "CORO_PARAMS", "RPC_PARAMS", "Param",
     "Experiment", "Point", "Unmapped",
     "ParamResult", "FitResult", "resolve_params", "map_measurements", "Simulator",
-    "calibrate", "nic_mismatch_notes", "main",
+    "calibrate", "nic_mismatch_notes", "arb_check", "main",
 ]
 
 #: Continuous parameters fitted by default (physical, from the profile).
@@ -338,6 +340,10 @@ class Experiment:
     # of ``post_list``)
     coroutines: int = 0
     cq_layout: str = "shared"
+    # the probe's arb sweep (tool ``arb_lat``: workloads.perftest.run_behind): a WRITE of
+    # ``size`` B posted ``gap_ns`` after one of ``behind`` B on another QP
+    behind: int = 0
+    gap_ns: float = 0.0
 
     @property
     def kind(self) -> str:
@@ -349,6 +355,8 @@ class Experiment:
     def op_class(self) -> str:
         if self.tool == "rpc_echo":
             return "send"
+        if self.tool == "arb_lat":
+            return "write"
         return self.tool.split("_")[1]          # read write send atomic
 
     def label(self) -> str:
@@ -357,6 +365,9 @@ class Experiment:
         if self.tool == "coro_read":
             return (f"READ {self.size} B, {self.coroutines} coroutines on one thread, "
                     f"{'one CQ per QP' if self.cq_layout == 'per_qp' else 'one CQ'}")
+        if self.tool == "arb_lat":
+            return (f"WRITE {self.size} B {self.gap_ns / 1e3:g} us behind a WRITE of "
+                    f"{self.behind} B on another QP")
         if self.tool == "rpc_echo":
             return (f"SEND echo {self.size} B {self.conn}, window {self.tx_depth}"
                     + (f" list {self.post_list}" if self.post_list > 1 else "")
@@ -532,6 +543,19 @@ def map_measurements(ms: list[Measurement], base: Profile
                 f"({Path(src).name})", float(m.depth), "requests outstanding (window)", src,
                 line, "msg_rate", metrics["bw_avg"].value if "bw_avg" in metrics else None))
             continue
+        if m.sweep == "arb":
+            pm = metrics.get("lat_median")
+            if pm is None or not (pm.value > 0 and math.isfinite(pm.value)):
+                skip("no median latency (t_typical) to fit")
+                continue
+            exp = Experiment(tool="arb_lat", size=payload, conn="RC", qps=2, inline=0,
+                             mtu=m.mtu, cqe=True, behind=m.behind, gap_ns=m.gap_us * 1e3)
+            points.append(Point(
+                exp, "lat_us", pm.value, 1.0, f"{Path(src).name}|arb|payload={payload}",
+                f"probe arb: WRITE {payload} B behind a large WRITE on another QP "
+                f"({Path(src).name})", float(m.behind), "bytes of the WRITE ahead [B]", src,
+                line, "lat_median", None))
+            continue
         if m.kind == "lat":
             pm = metrics.get("lat_median")
             if pm is None:
@@ -691,6 +715,9 @@ def simulate(exp: Experiment, profile: Profile) -> float:
         return float(profile.host.coroutine_switch)
     if exp.tool == "coro_read":
         return simulate_coro(exp, profile)
+    if exp.tool == "arb_lat":
+        # every iteration starts idle and the simulator has no noise: a few suffice
+        return run_behind(profile, exp.behind, 5, exp.size, exp.gap_ns)
     if exp.tool == "rpc_echo":
         # steady state: a warm-up that fills every queue and sets the loops in step, then
         # a span long enough that the loops' periodic patterns average out (to about 0.5%)
@@ -1127,6 +1154,35 @@ def nic_mismatch_notes(ms: Sequence[Measurement], base: Profile) -> list[str]:
     return notes
 
 
+def arb_check(points: list[Point], base: Profile
+              ) -> tuple[list[Point], list[Unmapped], list[str]]:
+    """The probe's arb points fit only under the transmit arbitration they show: when the
+    median behind the largest WRITE is nearer what the other choice (``message`` <->
+    ``packet``) simulates than what ``base``'s does, every arb point is left out (a fit
+    would bend the link rate and PCIe to explain a whole message's wire time) with a
+    note to set ``nic.tx_arbitration`` in the base profile; ``nic.tx_arbitration`` is a
+    choice, not a number, and is never fitted. Returns (points kept, left out, notes)."""
+    arb = [p for p in points if p.exp.tool == "arb_lat" and p.exp.behind > 0]
+    mode = base.nic.tx_arbitration
+    if not arb or mode not in ("message", "packet"):
+        return points, [], []
+    other = "packet" if mode == "message" else "message"
+    probe = max(arb, key=lambda p: p.exp.behind)
+    alt = base.with_overrides({"nic.tx_arbitration": other}, "arb check")
+    err = {m: abs(math.log(simulate(probe.exp, prof) / probe.measured))
+           for m, prof in ((mode, base), (other, alt))}
+    if err[other] >= err[mode]:
+        return points, [], []
+    note = (f"{Path(probe.source).name}: a 64-B WRITE behind a {probe.exp.behind}-B one "
+            f"took {probe.measured:.3g} us, nearer nic.tx_arbitration: {other} than the base "
+            f"profile's {mode}; the arb points are left out: set nic.tx_arbitration: {other} "
+            f"in the base profile and fit again")
+    gone = [Unmapped(p.source, p.line, p.exp.label(),
+                     f"the NIC's arbitration looks like {other}, the base profile's is {mode}")
+            for p in points if p.exp.tool == "arb_lat"]
+    return [p for p in points if p.exp.tool != "arb_lat"], gone, [note]
+
+
 def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] | None = None,
               bootstrap: int = 20, seed: int = 1, iterations: int = 20,
               quiet: bool = True, weighting: str = "points") -> FitResult:
@@ -1170,7 +1226,9 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
         raise InputError(", ".join(inputs), "", "at least one measurement (perftest rows or "
                          "probe measurement lines)")
     points, unmapped = map_measurements(ms, base)
-    for note in nic_mismatch_notes(ms, base):
+    points, gone, arb_notes = arb_check(points, base)
+    unmapped += gone
+    for note in nic_mismatch_notes(ms, base) + arb_notes:
         log(f"warning: {note}")
     auto = param_names is None
     if auto:
@@ -1359,7 +1417,7 @@ def calibrate(inputs: Sequence[str], base_name: str, param_names: Sequence[str] 
         results.append(r)
     mapped = {(p.source, p.line) for p in points}
     unused = sum(1 for m in ms if (m.source, m.line) in mapped) - len(points)
-    notes = nic_mismatch_notes(ms, base)
+    notes = nic_mismatch_notes(ms, base) + arb_notes
     if one_point:
         notes.append(f"no confidence intervals: the {bootstrap} bootstrap resamples of one "
                      "fitted point would all be that point; measure more points")

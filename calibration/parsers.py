@@ -448,7 +448,7 @@ def parse_perftest(text: str, source: str = "<perftest>") -> PerftestRun | list[
 PROBE_SCHEMA = 1
 _TYPES = ("probe", "device", "link", "host", "measurement", "skip", "switch", "end")
 _SWEEPS = ("lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline", "atomics",
-           "pages", "coro", "rpc")
+           "pages", "coro", "rpc", "arb")
 _CQ_LAYOUTS = ("shared", "per_qp")
 _SWITCH_IMPLS = ("asm", "ucontext")
 _VERBS = ("READ", "WRITE", "SEND", "CAS", "FAA")
@@ -591,6 +591,16 @@ def _check_point(c: _Checker) -> None:
         if c.obj["signal_every"] != c.obj["batch"]:
             raise c.fail("signal_every", f"batch ({c.obj['batch']}: the last WR of every list "
                          f"is signaled) in an rpc point; got {c.obj['signal_every']!r}")
+    elif c.obj["sweep"] == "arb":
+        # a 64-B WRITE timed from its post to its CQE, posted on QP 1 `gap_us` after a
+        # WRITE of `behind` bytes on QP 0, one thread, both signaled
+        c.int_("behind", 0)
+        c.num("gap_us")
+        for key, want in (("verb", "WRITE"), ("transport", "RC"), ("method", "post_to_cqe"),
+                          ("qps", 2), ("threads", 1)):
+            if c.obj[key] != want:
+                raise c.fail(key, f"{want} in an arb point (a small WRITE on one QP right "
+                             f"behind a large one on another); got {c.obj[key]!r}")
 
 
 def _check_measurement(c: _Checker) -> None:
@@ -758,6 +768,8 @@ class Measurement:
     coroutines: int = 0            # coro sweep and switch lines: coroutines on the thread
     cq_layout: str = ""            # coro sweep: shared | per_qp
     lost: int = 0                  # pingpong and rpc: UD echoes that never came back (200 ms)
+    behind: int = 0                # arb sweep: bytes of the WRITE posted just before [B]
+    gap_us: float = 0.0            # arb sweep: from that WRITE's post to this one's [us]
 
 
 _LAT_METRICS = (("t_min", "lat_min"), ("t_typical", "lat_median"), ("t_avg", "lat_avg"),
@@ -818,6 +830,7 @@ def probe_measurements(run: ProbeRun) -> list[Measurement]:
             link_layer=link.get("link_layer"), device=dev.get("name"),
             truncated=m["truncated"], coroutines=m.get("coroutines", 0),
             cq_layout=m.get("cq_layout", ""), lost=m.get("lost", 0),
+            behind=m.get("behind", 0), gap_us=float(m.get("gap_us", 0.0)),
         )
         if is_lat:
             for key in _LAT_KEYS:

@@ -504,6 +504,61 @@ def run_echo(profile, conn: str, size: int, window: int, batch: int, inline: boo
     return count / (marks[end] - marks[warmup]) * 1e3
 
 
+def run_behind(profile, behind: int, iters: int, size: int = 64, gap_ns: float = 2000.0,
+               seed: int = 1) -> float:
+    """Median post-to-CQE latency [us] of a ``size``-B RDMA WRITE posted ``gap_ns`` [ns]
+    after a ``behind``-B WRITE on another QP: ``rnicsim-probe``'s ``arb`` sweep point.
+
+    As ``calibration/probe/client.c`` runs it: one client thread, two RC QPs to one
+    server on one CQ; each of ``iters`` iterations posts the large WRITE on QP 0 (none
+    when ``behind`` is 0), spins until ``gap_ns`` after that post began (the large one is
+    on the wire by then), posts the small one on QP 1 (both signaled, the small one not
+    inlined), times the small one from its post to its completion and waits for both
+    before the next. Per-message transmit arbitration (``nic.tx_arbitration: message``)
+    makes the small WRITE wait for the rest of the large one; per-packet lets it go after
+    one packet. (Posted at once, the small WRITE would win the wire whatever the
+    arbitration: its one-TLP payload crosses PCIe before the large one's first packet.)
+    ValueError for a negative ``behind``, ``size`` or ``gap_ns``, or ``iters`` < 1."""
+    if behind < 0 or iters < 1 or size < 0 or not gap_ns >= 0:
+        raise ValueError(f"run_behind: behind >= 0, iters >= 1, size >= 0 and gap_ns >= 0, "
+                         f"got {behind}, {iters}, {size}, {gap_ns}")
+    sim = Simulation(seed)
+    cluster = Cluster(sim, profile, 2, 1)
+    th = cluster.nodes[0].thread(0)
+    ctx = [Context(cluster, 0, 0, th), Context(cluster, 1, 0, cluster.nodes[1].thread(0))]
+    cq = ctx[0].create_cq()
+    mr = ctx[1].reg_mr(max(4096, behind + size), 4096)
+    qps = []
+    for _ in range(2):
+        a, b = ctx[0].create_qp("RC", cq), ctx[1].create_qp("RC", ctx[1].create_cq())
+        a.connect(b)
+        qps.append(a)
+    samples: list[float] = []
+
+    def client():
+        for _ in range(iters):
+            pending = {"small"}
+            t0 = sim.now
+            if behind:
+                pending.add("big")
+                yield qps[0].post_send([WorkRequest(WRITE, behind, "big", True, False, None,
+                                                    0, mr.rkey, 0)])
+            if sim.now < t0 + gap_ns:
+                yield sim.timeout(t0 + gap_ns - sim.now)    # the probe's spin
+            t = sim.now
+            yield qps[1].post_send([WorkRequest(WRITE, size, "small", True, False, None, 0,
+                                                mr.rkey, behind)])
+            while pending:
+                for wc in (yield cq.wait()):
+                    pending.discard(wc.wr_id)
+                    if wc.wr_id == "small":
+                        samples.append((sim.now - t) / 1e3)
+
+    sim.process(client())
+    sim.run()
+    return float(np.median(samples))
+
+
 def _sizes(a: PerftestArgs, profile) -> list[int]:
     if "atomic" in a.tool:
         return [8]

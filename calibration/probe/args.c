@@ -12,7 +12,7 @@
 
 static const char *const SWEEP_NAMES[SW_COUNT] = {
     "lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline", "atomics", "pages",
-    "coro", "rpc",
+    "coro", "rpc", "arb",
 };
 
 const char *sweep_name(int id)
@@ -73,7 +73,9 @@ void probe_usage(FILE *f)
         "                        lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages,\n"
         "                        coro (READs posted from coroutines, and the bare switch),\n"
         "                        rpc (two-sided RPCs: SENDs the server echoes, a window of\n"
-        "                        them outstanding, posted in batches; RC and UD)\n"
+        "                        them outstanding, posted in batches; RC and UD),\n"
+        "                        arb (a 64-B WRITE posted 2 us after a large WRITE on another QP: "
+        "transmit arbitration)\n"
         "  --iters N             samples per latency point (default 1000)\n"
         "  --bw-iters N          operations per throughput point (default 20000)\n"
         "  --time-limit SEC      upper bound on one sweep point, warm-up included (default 5)\n"
@@ -163,7 +165,7 @@ int parse_sweep_list(const char *s, unsigned *mask, char *err, size_t errlen)
             if (id < 0) {
                 seterr(err, errlen,
                        "--sweeps: unknown sweep '%.*s' (expected all or lat, bw, qps, threads, "
-                       "depth, batch, signal, inline, atomics, pages, coro, rpc)",
+                       "depth, batch, signal, inline, atomics, pages, coro, rpc, arb)",
                        (int)(len > 64 ? 64 : len), p);
                 return -1;
             }

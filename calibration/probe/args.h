@@ -25,6 +25,7 @@ enum sweep_id {
     SW_PAGES,
     SW_CORO,
     SW_RPC,
+    SW_ARB,
     SW_COUNT
 };
 

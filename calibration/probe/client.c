@@ -54,6 +54,8 @@ struct point {
                             * each (nqps == coroutines); 0: any other point */
     int cq_per_qp;         /* coro sweep: every QP its own send CQ (cq_layout "per_qp");
                             * 0: all on one ("shared") */
+    uint32_t behind;       /* arb sweep: bytes of the WRITE posted on QP 0 right before
+                            * the timed 64-B WRITE on QP 1; 0: the 64-B WRITE alone */
 };
 
 struct result {
@@ -69,6 +71,8 @@ struct result {
     const char *switch_impl;    /* coro: "asm" or "ucontext" */
     double polls_per_op;        /* coro: ibv_poll_cq calls per timed completion */
     double empty_poll_fraction; /* coro: of those calls, the share that returned 0 */
+    double gap_us;              /* arb: median time from the large WRITE's post to the
+                                 * 64-B WRITE's over the timed iterations; 0: none */
 };
 
 struct client {
@@ -107,6 +111,12 @@ static uint32_t op_bytes(const struct point *pt)
 static int is_rpc(const struct point *pt)
 {
     return pt->sweep == SW_RPC;
+}
+
+/* an arb-sweep point: a 64-B WRITE on QP 1 timed 2 us after a large WRITE on QP 0 */
+static int is_arb(const struct point *pt)
+{
+    return pt->sweep == SW_ARB;
 }
 
 /* ---- completions ------------------------------------------------------------------ */
@@ -245,6 +255,119 @@ static int lat_cqe(struct client *c, const struct point *pt, struct qpset *qs,
         if (i >= warm)
             samples[k++] = (double)(t1 - t0) / 1000.0;
     }
+    return finish_lat(res, samples, k, status, start,
+                      "time limit reached before the first sample");
+}
+
+/* ---- latency behind a large WRITE: the NIC's transmit arbitration ------------------- */
+
+#define ARB_WR_BIG 0u   /* wr_id of the large WRITE, on QP 0 */
+#define ARB_WR_SMALL 1u /* wr_id of the timed 64-B WRITE, on QP 1 */
+
+/* One iteration: a signaled WRITE of `behind` bytes on QP 0 (none when behind is 0), at
+ * once a signaled 64-B WRITE on QP 1; both QPs complete on the one send CQ. The clock
+ * runs from just before the second post to the 64-B WRITE's completion (told from the
+ * large one's by its wr_id, whichever comes first); the large WRITE's completion is
+ * awaited too, so that every iteration starts with nothing in flight. A NIC that
+ * arbitrates between its send queues per packet sends the 64 B between the large
+ * message's packets; one that arbitrates per message sends them after all of it.
+ * Warm-up (at least one iteration per QP) and statistics as lat_cqe. The gap between the
+ * two posts (from just before the first to just before the second: the large WRITE's
+ * ibv_post_send and a clock read) is timed too; res->gap_us is its median over the timed
+ * iterations (0 without a large WRITE or a timed iteration). */
+static int arb_cqe(struct client *c, const struct point *pt, struct qpset *qs,
+                   const struct mem *lm, const struct target *tgt, struct result *res)
+{
+    struct ibv_cq *cq = qs->scq[0];
+    struct ibv_sge small_sge, big_sge;
+    struct ibv_send_wr small, big, *bad = NULL;
+    fill_wr(&small, &small_sge, pt, lm, tgt->addr, tgt->rkey, 1);
+    small.wr_id = ARB_WR_SMALL;
+    fill_wr(&big, &big_sge, pt, lm, tgt->addr + ARB_BIG_OFFSET, tgt->rkey, 1);
+    big_sge.addr = (uintptr_t)lm->buf + ARB_BIG_OFFSET;
+    big_sge.length = pt->behind;
+    big.wr_id = ARB_WR_BIG;
+    long warm = warmup_of(pt->iters), k = 0;
+    if (warm < qs->n)
+        warm = qs->n;
+    double *samples = malloc((size_t)pt->iters * sizeof *samples);
+    double *gaps = malloc((size_t)pt->iters * sizeof *gaps);
+    if (!samples || !gaps) {
+        free(samples);
+        free(gaps);
+        snprintf(res->reason, sizeof res->reason, "out of memory for %ld samples", pt->iters);
+        return POINT_SKIP;
+    }
+    uint64_t start = now_ns();
+    uint64_t deadline = start + (uint64_t)(c->a->time_limit * 1e9);
+    int status = POINT_OK;
+    for (long i = 0; i < warm + pt->iters && status == POINT_OK; i++) {
+        if (now_ns() >= deadline || g_stop) {
+            res->truncated = 1;
+            break;
+        }
+        int rc = 0;
+        uint64_t tb = now_ns();
+        if (pt->behind > 0)
+            rc = ibv_post_send(qs->qp[0], &big, &bad);
+        /* the small WRITE goes ARB_GAP_NS after the large one's post began: by then the
+         * large one is on the wire (posted at once, the small one's one-TLP payload would
+         * cross PCIe first and win the wire whatever the arbitration); the same wait
+         * when it goes alone */
+        uint64_t t0 = now_ns(), t1 = 0;
+        while (t0 - tb < ARB_GAP_NS)
+            t0 = now_ns();
+        if (rc == 0)
+            rc = ibv_post_send(qs->qp[1], &small, &bad);
+        if (rc) {
+            snprintf(res->reason, sizeof res->reason, "ibv_post_send failed: %s", strerror(rc));
+            status = POINT_SKIP;
+            break;
+        }
+        int big_left = pt->behind > 0, small_left = 1;
+        while (big_left || small_left) {
+            struct ibv_wc wc;
+            int got = wait_cq(cq, &wc, OP_TIMEOUT_NS);
+            if (got > 0 && wc.status == IBV_WC_SUCCESS && wc.wr_id == ARB_WR_SMALL &&
+                small_left) {
+                t1 = now_ns(); /* the clock first: nothing else is timed */
+                small_left = 0;
+                continue;
+            }
+            if (got < 0) {
+                snprintf(res->reason, sizeof res->reason, "ibv_poll_cq failed");
+            } else if (got == 0) {
+                if (big_left && small_left)
+                    snprintf(res->reason, sizeof res->reason, "no completion within 5 s");
+                else
+                    snprintf(res->reason, sizeof res->reason,
+                             "no completion of the %u-B WRITE within 5 s",
+                             small_left ? ARB_SMALL_BYTES : pt->behind);
+            } else if (wc.status != IBV_WC_SUCCESS) {
+                snprintf(res->reason, sizeof res->reason,
+                         "completion error: %s (vendor error 0x%x) on the %u-B WRITE",
+                         ibv_wc_status_str(wc.status), wc.vendor_err,
+                         wc.wr_id == ARB_WR_SMALL ? ARB_SMALL_BYTES : pt->behind);
+            } else if (wc.wr_id == ARB_WR_BIG && big_left) {
+                big_left = 0;
+                continue;
+            } else {
+                snprintf(res->reason, sizeof res->reason,
+                         "a completion of no WRITE in flight (wr_id %llu)",
+                         (unsigned long long)wc.wr_id);
+            }
+            status = POINT_SKIP;
+            break;
+        }
+        if (status == POINT_OK && i >= warm) {
+            gaps[k] = (double)(t0 - tb) / 1000.0;
+            samples[k++] = (double)(t1 - t0) / 1000.0;
+        }
+    }
+    struct lat_stats g;
+    if (k > 0 && stats_compute(gaps, (size_t)k, &g) == 0)
+        res->gap_us = g.median;
+    free(gaps);
     return finish_lat(res, samples, k, status, start,
                       "time limit reached before the first sample");
 }
@@ -1071,7 +1194,11 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
         (pt->signal_every % pt->batch != 0 && pt->batch % pt->signal_every != 0) ||
         (pt->coroutines > 0 && (pt->coroutines != pt->nqps || pt->threads != 1)) ||
         (is_rpc(pt) && (pt->nqps != 1 || pt->threads != 1 || pt->verb != V_SEND ||
-                        pt->depth % pt->batch != 0 || pt->signal_every != pt->batch))) {
+                        pt->depth % pt->batch != 0 || pt->signal_every != pt->batch)) ||
+        (is_arb(pt) && (pt->nqps != 2 || pt->threads != 1 || pt->verb != V_WRITE ||
+                        pt->transport != TP_RC || pt->method != M_CQE || pt->depth != 1 ||
+                        pt->payload != ARB_SMALL_BYTES || pt->inline_ ||
+                        pt->region_bytes < arb_region_bytes(pt->behind)))) {
         snprintf(res->reason, sizeof res->reason, "inconsistent point parameters");
         return POINT_SKIP;
     }
@@ -1134,6 +1261,8 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
     size_t llen = (size_t)(pb.recv_off + pb.recv_len + 64u);
     if (pt->coroutines > 0 && llen < 64u * (size_t)pt->coroutines)
         llen = 64u * (size_t)pt->coroutines; /* coroutine k READs into its own slot k */
+    if (is_arb(pt) && llen < arb_region_bytes(pt->behind))
+        llen = (size_t)arb_region_bytes(pt->behind); /* the large WRITE's source, too */
 
     uint32_t sq = (uint32_t)(pt->depth + pt->signal_every + pt->batch);
     uint32_t rq = mode == MODE_ECHO ? 4u : 1u;
@@ -1234,7 +1363,10 @@ static int run_point(struct client *c, const struct point *pt, struct result *re
 
     switch (pt->method) {
     case M_CQE:
-        status = lat_cqe(c, pt, &qs, &lm, &tgt, res);
+        if (is_arb(pt))
+            status = arb_cqe(c, pt, &qs, &lm, &tgt, res);
+        else
+            status = lat_cqe(c, pt, &qs, &lm, &tgt, res);
         break;
     case M_PINGPONG:
         status = lat_pingpong(c, pt, &qs, &lm, &pb, ah, rep.qps.qpn[0], res);
@@ -1307,6 +1439,10 @@ static void point_fields(struct jw *w, const struct point *pt, const struct resu
         jw_kv_int(w, "coroutines", pt->coroutines);
         jw_kv_str(w, "cq_layout", pt->cq_per_qp ? "per_qp" : "shared");
     }
+    if (is_arb(pt)) {
+        jw_kv_uint(w, "behind", pt->behind);
+        jw_kv_double(w, "gap_us", r ? r->gap_us : 0.0);
+    }
 }
 
 static int emit(struct client *c)
@@ -1320,14 +1456,20 @@ static int emit(struct client *c)
 
 static const char *point_label(const struct point *pt, char *buf, size_t len)
 {
-    snprintf(buf, len, "[%s] %s %s %u B qps %d thr %d depth %d batch %d sig %d%s%s%s%s",
+    char behind[48] = "";
+    if (is_arb(pt) && pt->behind > 0)
+        snprintf(behind, sizeof behind, " behind a %u-B WRITE", pt->behind);
+    else if (is_arb(pt))
+        snprintf(behind, sizeof behind, " alone");
+    snprintf(buf, len, "[%s] %s %s %u B qps %d thr %d depth %d batch %d sig %d%s%s%s%s%s",
              sweep_name(pt->sweep), VERB_NAMES[pt->verb], pt->transport == TP_UD ? "UD" : "RC",
              op_bytes(pt), pt->nqps, pt->threads, pt->depth, pt->batch, pt->signal_every,
              pt->inline_ ? " inline" : "", pt->page_size == HUGE_2M ? " 2MiB-pages" : "",
              pt->addresses > 1 ? " many-addr" : "",
              pt->coroutines > 0 ? (pt->cq_per_qp ? " coroutines, per-QP CQs"
                                                  : " coroutines, shared CQ")
-                                : "");
+                                : "",
+             behind);
     return buf;
 }
 
@@ -1752,11 +1894,32 @@ static int sweep_rpc(struct client *c)
     return 0;
 }
 
+/* The NIC's transmit arbitration: a 64-B WRITE on QP 1 posted 2 us after a WRITE of
+ * `behind` bytes on QP 0 (none at the first point), one thread, both QPs on one send CQ,
+ * timed from its post to its completion (SCHEMA.md, arb measurements). A NIC that
+ * finishes the large message before it sends anything of another QP (per-message
+ * arbitration, as ConnectX-3 starved small messages behind large ones) shows the large
+ * WRITE's transmission time in the 64-B WRITE's latency; one that interleaves packets
+ * shows about one packet's. */
+static int sweep_arb(struct client *c)
+{
+    uint32_t behind[ARB_POINTS];
+    int n = arb_points(behind);
+    for (int i = 0; i < n; i++) {
+        struct point p = mk(SW_ARB, V_WRITE, TP_RC, M_CQE, ARB_SMALL_BYTES, c->a->iters);
+        p.nqps = 2;
+        p.behind = behind[i];
+        p.region_bytes = arb_region_bytes(behind[i]);
+        RUN(c, &p);
+    }
+    return 0;
+}
+
 typedef int (*sweep_fn)(struct client *);
 static const sweep_fn SWEEPS[SW_COUNT] = {
     sweep_lat, sweep_bw, sweep_qps, sweep_threads, sweep_depth,
     sweep_batch, sweep_signal, sweep_inline, sweep_atomics, sweep_pages,
-    sweep_coro, sweep_rpc,
+    sweep_coro, sweep_rpc, sweep_arb,
 };
 
 /* ---- session ------------------------------------------------------------------------- */

@@ -15,7 +15,12 @@
  *    length and immediate data; the peer completes it against a posted receive, so the
  *    server's sink and echo loops and the client's ping-pong and RPCs really run. A
  *    full peer socket holds the sender back (no loss, on UD either) while it takes in
- *    its own arrivals; FAKEVERBS_UD_DROP_EVERY=N makes the wire lose every Nth UD SEND.
+ *    its own arrivals; FAKEVERBS_UD_DROP_EVERY=N makes the wire lose every Nth UD SEND;
+ *  - FAKEVERBS_LATE_WRITE_BYTES=N: a signaled RDMA WRITE of N bytes or more completes
+ *    late: its CQE is held back until a poll finds its CQ otherwise empty, so a WR posted
+ *    after it on another QP of the same CQ completes first (as a NIC that interleaves the
+ *    QPs' packets completes a small message before a large one); a later signaled WR of
+ *    the same QP releases it first (RC completes a QP's WRs in order).
  * QP numbers are (pid % 2048) << 13 | index: the receiving process is found from them.
  */
 #include <infiniband/verbs.h>
@@ -55,6 +60,8 @@ struct fake_cq {
     struct ibv_cq cq;
     int cap, head, count, overrun;
     struct fake_cqe *ring;
+    struct fake_cqe *late; /* FAKEVERBS_LATE_WRITE_BYTES: CQEs held back, in order */
+    int nlate;
     struct fake_qp **rqps; /* QPs whose receive CQ this is */
     int nrqps, caprqps;
 };
@@ -68,6 +75,7 @@ struct fake_qp {
     struct ibv_qp qp;
     uint32_t max_send, max_recv, max_inline;
     uint32_t outstanding;    /* send slots in use */
+    uint32_t late;           /* its CQEs held back in its send CQ's late list */
     uint32_t since_signaled; /* unsignaled WRs since the last signaled one */
     uint32_t dest_qpn;
     uint32_t attr_mask_seen;
@@ -97,6 +105,20 @@ static unsigned long ud_drop_every(void)
             every = 0;
     }
     return (unsigned long)every;
+}
+
+/* FAKEVERBS_LATE_WRITE_BYTES=N: signaled WRITEs of N bytes or more complete late (see
+ * the top); unset or 0: every WR completes as it is posted */
+static unsigned long late_write_bytes(void)
+{
+    static long bytes = -1;
+    if (bytes < 0) {
+        const char *v = getenv("FAKEVERBS_LATE_WRITE_BYTES");
+        bytes = v ? strtol(v, NULL, 10) : 0;
+        if (bytes < 0)
+            bytes = 0;
+    }
+    return (unsigned long)bytes;
 }
 
 static uint32_t proc_id(void)
@@ -385,7 +407,10 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
         return NULL;
     c->cap = cqe;
     c->ring = calloc((size_t)cqe, sizeof *c->ring);
-    if (!c->ring) {
+    c->late = calloc((size_t)cqe, sizeof *c->late);
+    if (!c->ring || !c->late) {
+        free(c->ring);
+        free(c->late);
         free(c);
         return NULL;
     }
@@ -401,13 +426,14 @@ int ibv_destroy_cq(struct ibv_cq *cq)
         return EBUSY; /* QPs still use it */
     free(c->rqps);
     free(c->ring);
+    free(c->late);
     free(c);
     return 0;
 }
 
 static void cq_push(struct fake_cq *c, const struct ibv_wc *wc, struct fake_qp *qp, uint32_t retire)
 {
-    if (c->count == c->cap) {
+    if (c->count + c->nlate == c->cap) {
         if (!c->overrun)
             fprintf(stderr, "fakeverbs: CQ overrun (%d entries)\n", c->cap);
         c->overrun = 1;
@@ -418,6 +444,32 @@ static void cq_push(struct fake_cq *c, const struct ibv_wc *wc, struct fake_qp *
     e->qp = qp;
     e->retire = retire;
     c->count++;
+}
+
+/* Hold a CQE back (FAKEVERBS_LATE_WRITE_BYTES); it counts against the CQ's size. */
+static void cq_push_late(struct fake_cq *c, const struct ibv_wc *wc, struct fake_qp *qp,
+                         uint32_t retire)
+{
+    if (c->count + c->nlate == c->cap) {
+        cq_push(c, wc, qp, retire); /* reports the overrun */
+        return;
+    }
+    struct fake_cqe *e = &c->late[c->nlate++];
+    e->wc = *wc;
+    e->qp = qp;
+    e->retire = retire;
+    qp->late++;
+}
+
+/* The held-back CQEs join the CQ, in the order they were held. */
+static void cq_release_late(struct fake_cq *c)
+{
+    int n = c->nlate;
+    c->nlate = 0;
+    for (int i = 0; i < n; i++) {
+        c->late[i].qp->late--;
+        cq_push(c, &c->late[i].wc, c->late[i].qp, c->late[i].retire);
+    }
 }
 
 /* Move arrived SENDs from the socket into the queues of their QPs (caller holds g_lock). */
@@ -487,6 +539,8 @@ static int fake_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 {
     struct fake_cq *c = (struct fake_cq *)cq;
     deliver(c);
+    if (c->count == 0 && c->nlate > 0)
+        cq_release_late(c);
     if (c->overrun)
         return -1;
     int n = 0;
@@ -774,7 +828,13 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
                         : wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? IBV_WC_FETCH_ADD
                                                                     : IBV_WC_SEND;
             wc.byte_len = wr->sg_list->length;
-            cq_push(scq, &wc, q, q->since_signaled + 1);
+            if (q->late)
+                cq_release_late(scq); /* this QP's earlier completions come first */
+            if (wr->opcode == IBV_WR_RDMA_WRITE && late_write_bytes() > 0 &&
+                wr->sg_list->length >= late_write_bytes())
+                cq_push_late(scq, &wc, q, q->since_signaled + 1);
+            else
+                cq_push(scq, &wc, q, q->since_signaled + 1);
             q->since_signaled = 0;
         } else {
             q->since_signaled++;

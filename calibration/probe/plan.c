@@ -153,3 +153,18 @@ long rpc_window_expire(struct rpc_window *w, uint64_t now_ns, uint64_t timeout_n
         }
     return n;
 }
+
+int arb_points(uint32_t *out)
+{
+    static const uint32_t BEHIND[ARB_POINTS] = {0, 65536, 262144, 1048576};
+    for (int i = 0; i < ARB_POINTS; i++)
+        out[i] = BEHIND[i];
+    return ARB_POINTS;
+}
+
+uint64_t arb_region_bytes(uint32_t behind)
+{
+    if (behind == 0)
+        return ARB_BIG_OFFSET; /* the 64-B WRITE's page only */
+    return ((uint64_t)ARB_BIG_OFFSET + behind + 4095u) / 4096u * 4096u;
+}

@@ -1,6 +1,7 @@
 /* plan.h - device-free arithmetic of the sweeps: which points the qps sweep measures, how
  * a point's QPs are split over its posting threads, the coro sweep's warm-up, the rpc
- * sweep's points and its window of outstanding requests (unit tested by test_probe.c). */
+ * sweep's points and its window of outstanding requests, the arb sweep's points and
+ * buffer layout (unit tested by test_probe.c). */
 #ifndef RNP_PLAN_H
 #define RNP_PLAN_H
 
@@ -96,5 +97,22 @@ int rpc_window_echo(struct rpc_window *w, uint32_t imm);
 /* Give up on every request in flight posted more than timeout_ns before now_ns: they
  * leave the window. Returns how many (the point's lost echoes). Scans every slot. */
 long rpc_window_expire(struct rpc_window *w, uint64_t now_ns, uint64_t timeout_ns);
+
+/* ---- the arb sweep (a 64-B WRITE posted 2 us after a large WRITE on another QP) ---- */
+
+#define ARB_POINTS 4
+#define ARB_GAP_NS 2000u /* from the large WRITE's post to the small one's [ns] */
+#define ARB_SMALL_BYTES 64u /* the timed WRITE, on QP 1, at offset 0 of both regions */
+/* The large WRITE (on QP 0) reads and writes `behind` bytes from this offset of both
+ * regions on: the next page, so that the two WRITEs share no page. */
+#define ARB_BIG_OFFSET 4096u
+
+/* The arb sweep's `behind` sizes (bytes of the large WRITE), in run order: 0 (the 64-B
+ * WRITE alone), 65536, 262144, 1048576. Writes ARB_POINTS sizes to `out`; returns how many. */
+int arb_points(uint32_t *out);
+
+/* Bytes of the regions of an arb point (the server's, written, and the client's, read):
+ * ARB_BIG_OFFSET + behind rounded up to whole 4 KiB pages, one page when behind is 0. */
+uint64_t arb_region_bytes(uint32_t behind);
 
 #endif

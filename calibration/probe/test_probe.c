@@ -1,6 +1,6 @@
 /* test_probe.c - device-free unit tests of rnicsim-probe: argument parsing, statistics,
  * JSON-lines output and escaping, the bootstrap wire format and TCP helpers, host-info
- * parsing, the sweeps' plans (qps, coro, rpc), the coroutine switch. Needs no RDMA
+ * parsing, the sweeps' plans (qps, coro, rpc, arb), the coroutine switch. Needs no RDMA
  * device and no libibverbs. Run with `make test`. */
 #include "args.h"
 #include "coro.h"
@@ -189,11 +189,11 @@ static void test_args(void)
           a.sweeps == (1u << SW_CORO));
     CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "cor", NULL) == ARGS_ERROR);
     CHECK(strstr(err, "unknown sweep 'cor'") != NULL &&
-          strstr(err, "pages, coro, rpc)") != NULL);
+          strstr(err, "pages, coro, rpc, arb)") != NULL);
     CHECK(parse(&a, err, sizeof err, "--server", "--sweeps", "coro", NULL) == ARGS_ERROR);
-    /* rpc: its own sweep, part of all, last in run order (after coro) */
+    /* rpc: its own sweep, part of all, after coro */
     CHECK(parse_sweep_list("rpc", &m, err, sizeof err) == 0 && m == (1u << SW_RPC));
-    CHECK(SW_RPC == SW_COUNT - 1 && SW_RPC == SW_CORO + 1);
+    CHECK(SW_RPC == SW_CORO + 1);
     CHECK(strcmp(sweep_name(SW_RPC), "rpc") == 0);
     CHECK((SWEEPS_ALL & (1u << SW_RPC)) != 0);
     CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && (m & (1u << SW_RPC)) &&
@@ -206,6 +206,26 @@ static void test_args(void)
     CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "rpcs", NULL) == ARGS_ERROR);
     CHECK(strstr(err, "unknown sweep 'rpcs'") != NULL);
     CHECK(parse(&a, err, sizeof err, "--server", "--sweeps", "rpc", NULL) == ARGS_ERROR);
+    /* arb: its own sweep, part of all, last in run order (after rpc) */
+    CHECK(parse_sweep_list("arb", &m, err, sizeof err) == 0 && m == (1u << SW_ARB));
+    CHECK(SW_ARB == SW_COUNT - 1 && SW_ARB == SW_RPC + 1);
+    CHECK(strcmp(sweep_name(SW_ARB), "arb") == 0);
+    CHECK((SWEEPS_ALL & (1u << SW_ARB)) != 0);
+    CHECK(parse_sweep_list("all", &m, err, sizeof err) == 0 && m == SWEEPS_ALL &&
+          (m & (1u << SW_ARB)) && (m & (1u << SW_RPC)));
+    CHECK(parse_sweep_list("arb,lat", &m, err, sizeof err) == 0 &&
+          m == ((1u << SW_ARB) | (1u << SW_LAT)));
+    CHECK(parse_sweep_list("rpc,arb", &m, err, sizeof err) == 0 &&
+          m == ((1u << SW_RPC) | (1u << SW_ARB)));
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps=arb", "--iters", "50",
+                NULL) == ARGS_OK &&
+          a.sweeps == (1u << SW_ARB) && a.iters == 50);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "arbs", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "unknown sweep 'arbs'") != NULL &&
+          strstr(err, "coro, rpc, arb)") != NULL);
+    CHECK(parse(&a, err, sizeof err, "--client", "h", "--sweeps", "ar", NULL) == ARGS_ERROR);
+    CHECK(parse(&a, err, sizeof err, "--server", "--sweeps", "arb", NULL) == ARGS_ERROR);
+    CHECK(strstr(err, "--sweeps is a client option") != NULL);
     for (int i = 0; i < SW_COUNT; i++)
         CHECK(sweep_from_name(sweep_name(i), strlen(sweep_name(i))) == i);
     CHECK(sweep_from_name("la", 2) == -1);
@@ -225,6 +245,9 @@ static void test_args(void)
             CHECK(strstr(buf, "--time-limit") != NULL && strstr(buf, "exit status") != NULL);
             CHECK(strstr(buf, "--qps-threads N") != NULL);
             CHECK(strstr(buf, "rpc (two-sided RPCs") != NULL);
+            /* one line */
+            CHECK(strstr(buf, "arb (a 64-B WRITE posted 2 us after a large WRITE on another "
+                              "QP: transmit arbitration)\n") != NULL);
         }
         free(buf);
         fclose(f);
@@ -1277,6 +1300,33 @@ static void test_coro(void)
     test_coro_impl(CORO_IMPL_UCONTEXT);
 }
 
+static void test_arb_plan(void)
+{
+    /* the large WRITE's sizes, in run order: none first (the 64-B WRITE alone) */
+    uint32_t b[ARB_POINTS + 1];
+    memset(b, 0xff, sizeof b);
+    CHECK(arb_points(b) == ARB_POINTS && ARB_POINTS == 4);
+    CHECK(b[0] == 0 && b[1] == 65536 && b[2] == 262144 && b[3] == 1048576);
+    CHECK(ARB_GAP_NS == 2000u);
+    CHECK(b[ARB_POINTS] == 0xffffffffu); /* nothing written past the points */
+    /* the timed WRITE (offset 0) and the large one (from ARB_BIG_OFFSET) share no page */
+    CHECK(ARB_SMALL_BYTES == 64 && ARB_BIG_OFFSET == 4096 && ARB_SMALL_BYTES <= ARB_BIG_OFFSET);
+    /* the regions: whole pages that hold both WRITEs, one page for the 64-B WRITE alone */
+    CHECK(arb_region_bytes(0) == 4096);
+    CHECK(arb_region_bytes(4096) == 8192);
+    CHECK(arb_region_bytes(65536) == 69632);
+    CHECK(arb_region_bytes(1048576) == 1052672);
+    CHECK(arb_region_bytes(1) == 8192 && arb_region_bytes(4097) == 12288);
+    int fits = 1;
+    for (int i = 0; i < ARB_POINTS; i++) {
+        uint64_t r = arb_region_bytes(b[i]);
+        if (r % 4096 != 0 || r < ARB_SMALL_BYTES || r < (uint64_t)ARB_BIG_OFFSET + b[i] ||
+            r >= (uint64_t)ARB_BIG_OFFSET + b[i] + 4096)
+            fits = 0;
+    }
+    CHECK(fits);
+}
+
 int main(void)
 {
     test_args();
@@ -1288,6 +1338,7 @@ int main(void)
     test_util();
     test_plan();
     test_rpc_plan();
+    test_arb_plan();
     test_coro();
     printf("test_probe: %d checks, %d failures\n", g_checks, g_failures);
     return g_failures ? 1 : 0;

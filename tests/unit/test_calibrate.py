@@ -22,7 +22,7 @@ from calibration.parsers import load_measurements
 from rnicsim.cli import main as cli
 from rnicsim.errors import InputError
 from rnicsim.profile import load_profile
-from workloads.perftest import PerftestArgs, run, run_bw, run_echo, run_lat
+from workloads.perftest import PerftestArgs, run, run_behind, run_bw, run_echo, run_lat
 
 HIDDEN = {"pcie.latency": 1.3, "nic.responder.read": 1.2}   # truth = base x factor
 
@@ -878,3 +878,94 @@ def test_host_cpu_costs_from_an_rpc_sweep(tmp_path):
     assert fit["profile"].host.wqe_build == pytest.approx(60, rel=0.05)
     assert fit["by_key"]["host.wqe_build"]["identified"]
     assert fit["rms_rel_err_base"] > 0.03 and fit["rms_rel_err_fit"] < 0.01
+
+
+# ---- the probe's arb sweep: a small WRITE behind a large one on another QP ------------
+
+
+def _arb_file(path: Path, truth, behinds=(0, 65536, 262144, 1048576)) -> Path:
+    """A probe file with the arb sweep as client.c writes it (64-B WRITE on QP 1 posted
+    2 us after a WRITE of ``behind`` B on QP 0), every median what ``truth`` simulates."""
+    lines = [{"type": "probe", "schema": 1, "probe_version": "0.3.0", "path_mtu": 4096},
+             {"type": "link", "role": "client", "device": "mlx5_0", "link_layer": "IB",
+              "active_mtu": 4096}]
+    for b in behinds:
+        exp = F.Experiment(tool="arb_lat", size=64, qps=2, inline=0, mtu=4096, cqe=True,
+                           behind=b, gap_ns=2000.0)
+        med = round(F.simulate(exp, truth), 4)
+        lat = {"min": med, "median": med, "avg": med, "stdev": 0.0, "p99": med, "p999": med,
+               "max": med}
+        lines.append({"type": "measurement", **_POINT, **_LAT, "sweep": "arb",
+                      "verb": "WRITE", "qps": 2, "behind": b, "gap_us": 2.0, "lat_us": lat})
+    lines.append({"type": "end", "status": "ok"})
+    path.write_text("\n".join(json.dumps(o) for o in lines) + "\n")
+    return path
+
+
+def test_arb_sweep_maps_to_a_write_behind_a_write():
+    """An arb point is ``run_behind``: the 64-B WRITE's post-to-CQE time when it is posted
+    2 us after a large WRITE on another QP. Under per-message arbitration (the ConnectX
+    profiles) it waits for the rest of the large one: from 256 KiB to 1 MiB ahead its
+    latency grows by exactly the wire time of the 768 KiB more (192 more 4-KiB packets of
+    26 B overhead each at 100 Gb/s: 63.31 us); under per-packet arbitration it goes after
+    one packet whatever is ahead. Malformed arb points are refused naming the key."""
+    cx4 = load_profile("cx4-edr")
+    assert cx4.nic.tx_arbitration == "message"
+    lat = {b: run_behind(cx4, b, 3) for b in (0, 262144, 1048576)}
+    wire_us = (768 * 1024 + 192 * 26) * 8 / 100e9 * 1e6
+    assert lat[1048576] - lat[262144] == pytest.approx(wire_us, rel=1e-3)
+    assert lat[0] < 2.0 < 20 < lat[262144]
+    packet = cx4.with_overrides({"nic.tx_arbitration": "packet"}, "test")
+    alone = run_behind(packet, 0, 3)
+    behind = [run_behind(packet, b, 3) for b in (65536, 1048576)]
+    # one 4-KiB packet ahead (0.33 us) and its share of the PU and PCIe, never the message
+    assert behind[0] == pytest.approx(behind[1], rel=1e-9) and 0 < behind[0] - alone < 1.0
+
+
+def test_arb_points_map_and_bad_ones_are_refused(tmp_path):
+    cx4 = load_profile("cx4-edr")
+    f = _arb_file(tmp_path / "arb.jsonl", cx4, behinds=(0, 1048576))
+    points, unmapped = F.map_measurements(load_measurements([f]), cx4)
+    assert not unmapped
+    assert [(p.exp.tool, p.exp.behind, p.exp.gap_ns, p.x) for p in points] == [
+        ("arb_lat", 0, 2000.0, 0.0), ("arb_lat", 1048576, 2000.0, 1048576.0)]
+    assert all(p.exp.op_class == "write" and p.exp.kind == "lat" for p in points)
+    for p in points:
+        assert F.simulate(p.exp, cx4) == pytest.approx(p.measured, rel=1e-3)
+    text = f.read_text()
+    for old, new, key in (('"qps": 2', '"qps": 1', "qps"),
+                          ('"behind": 0', '"behind": -1', "behind"),
+                          ('"gap_us": 2.0', '"gap_us": null', "gap_us")):
+        assert old in text
+        bad = tmp_path / f"bad_{key}.jsonl"
+        bad.write_text(text.replace(old, new, 1))
+        with pytest.raises(InputError) as e:
+            load_measurements([bad])
+        assert e.value.key == key
+
+
+def test_a_nic_that_interleaves_is_told_not_fitted(tmp_path):
+    """Arb points measured on a NIC with per-packet arbitration, against a base profile of
+    per-message arbitration: ``rnicsim calibrate`` leaves them out with a note to set
+    ``nic.tx_arbitration: packet`` (a choice it does not fit) instead of bending the link
+    rate to explain a megabyte's wire time; the other points are fitted as usual. Under
+    the arbitration they show, the arb points are kept."""
+    cx4 = load_profile("cx4-edr")
+    truth = cx4.with_overrides({"nic.tx_arbitration": "packet"}, "hidden truth")
+    f = _arb_file(tmp_path / "arb.jsonl", truth)
+    points, unmapped = F.map_measurements(load_measurements([f]), cx4)
+    kept, gone, notes = F.arb_check(points, cx4)
+    assert kept == [] and len(gone) == 4 and not unmapped
+    assert len(notes) == 1 and "nic.tx_arbitration: packet" in notes[0]
+    assert F.arb_check(points, truth) == (points, [], [])
+    same = F.map_measurements(load_measurements([_arb_file(tmp_path / "m.jsonl", cx4)]), cx4)[0]
+    assert F.arb_check(same, cx4) == (same, [], [])
+    # through the command: the report says so, and the arb points are listed unused
+    lat = [{**_LAT, "payload": s} for s in (32, 4096)]
+    both = tmp_path / "both.jsonl"
+    both.write_text(_probe(tmp_path / "p.jsonl", lat).read_text()
+                    + "\n".join(f.read_text().splitlines()[2:-1]) + "\n")
+    fit = _fit(tmp_path, None, "cx4-edr", "pcie.latency", 0, file=both)
+    report = (tmp_path / "out" / "r" / "report.md").read_text()
+    assert "## Notes" in report and "set nic.tx_arbitration: packet" in report
+    assert len(fit["unmapped"]) == 4 and len(fit["series"]) == 1

@@ -122,7 +122,9 @@ def test_help_exits_0(probe: Path):
     for word in ("--client HOST", "--out", "--sweeps", "--iters", "--time-limit", "--port",
                  "--dev", "--qps-threads N",
                  "lat,bw,qps,threads,depth,batch,signal,inline,atomics,pages,", "coro",
-                 "rpc (two-sided RPCs"):
+                 "rpc (two-sided RPCs",
+                 "arb (a 64-B WRITE posted 2 us after a large WRITE on another QP: "
+                 "transmit arbitration)\n"):
         assert word in r.stdout, word
     assert r.stderr == ""
     assert _run([str(probe), "-h"], timeout=30).returncode == 0
@@ -164,7 +166,8 @@ def test_unknown_device_name(probe: Path):
     (["--client", "h", "--iters", "ten"], "--iters: expected an integer, got 'ten'"),
     (["--client", "h", "--time-limit", "-1"], "--time-limit"),
     (["--client", "h", "--sweeps", "lat,nope"], "unknown sweep 'nope'"),
-    (["--client", "h", "--sweeps", "rpcs"], "pages, coro, rpc)"),
+    (["--client", "h", "--sweeps", "rpcs"], "pages, coro, rpc, arb)"),
+    (["--client", "h", "--sweeps", "arbs"], "unknown sweep 'arbs'"),
     (["--server", "--out", "x.jsonl"], "--out is a client option"),
     (["--client", "h", "stray"], "unexpected argument 'stray'"),
     (["--client", "h", "--qps-threads", "0"],
@@ -241,8 +244,9 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert "done:" in r.stderr and r.stdout == ""
     run = parse_probe_jsonl(out.read_text(encoding="utf-8"), str(out))
-    # `all` includes the coro sweep (3 switch lines and 12 points) and, last, the rpc one
-    assert run.header["args"]["sweeps"][-2:] == ["coro", "rpc"]
+    # `all` includes the coro sweep (3 switch lines and 12 points), the rpc one and, last,
+    # the arb one
+    assert run.header["args"]["sweeps"][-3:] == ["coro", "rpc", "arb"]
     assert [w["coroutines"] for w in run.switches] == [1, 2, 32]
     coro = [m for m in run.measurements if m["sweep"] == "coro"]
     assert len(coro) + sum(s["sweep"] == "coro" for s in run.skips) == 12
@@ -254,10 +258,13 @@ def test_end_to_end_all_sweeps_on_fake_verbs(fake_probe: Path, tmp_path: Path):
                for s in run.skips), [s["reason"] for s in run.skips]
     sweeps = {m["sweep"] for m in run.measurements}
     assert sweeps == {"lat", "bw", "qps", "threads", "depth", "batch", "signal", "inline",
-                      "atomics", "pages", "coro", "rpc"}
+                      "atomics", "pages", "coro", "rpc", "arb"}
     rpc = [m for m in run.measurements if m["sweep"] == "rpc"]
     assert len(rpc) + sum(s["sweep"] == "rpc" for s in run.skips) == 28
-    assert [m["sweep"] for m in run.measurements][-len(rpc):] == ["rpc"] * len(rpc)
+    # the points in file order: the rpc sweep's, then, last, the arb sweep's 4
+    points = sorted([*run.measurements, *run.skips], key=lambda m: m["_line"])
+    assert [m["sweep"] for m in points[-32:]] == ["rpc"] * 28 + ["arb"] * 4
+    assert [m["behind"] for m in points[-4:]] == ARB_BEHIND
     kinds = {(m["verb"], m["transport"], m["method"]) for m in run.measurements
              if m["sweep"] == "lat"}
     assert kinds == {("READ", "RC", "post_to_cqe"), ("WRITE", "RC", "post_to_cqe"),
@@ -480,6 +487,101 @@ def test_end_to_end_rpc_sweep_stops_at_the_time_limit(fake_probe: Path, tmp_path
     for m in ms:
         assert m["truncated"] and 0 < m["iters"] < 1_000_000_000, m
         assert m["elapsed_s"] < 1.0 and m["lost"] == 0 and m["mops"] > 0, m
+
+
+# every key of an arb measurement (SCHEMA.md): the standard ones, the latency ones, the
+# bytes of the large WRITE the timed one was posted behind and the gap between the posts
+ARB_KEYS = {"type", "sweep", "verb", "transport", "method", "payload", "qps", "threads",
+            "depth", "batch", "signal_every", "inline", "page_size", "page_backing",
+            "region_bytes", "addresses", "random_offsets", "iters", "elapsed_s",
+            "truncated", "lat_us", "lat_convention", "behind", "gap_us"}
+ARB_BEHIND = [0, 65536, 262144, 1048576]
+
+
+def _run_arb(fake_probe: Path, out: Path, *args: str, client_env: dict | None = None):
+    """--sweeps arb against a fake-verbs server, the client started with ``client_env``;
+    the parsed run and the raw lines."""
+    from calibration.parsers import parse_probe_jsonl
+
+    port = _free_port()
+    srv = _start_server(fake_probe, port)
+    try:
+        r = subprocess.run([str(fake_probe), "--client", "127.0.0.1", "--port", str(port),
+                            "--out", str(out), "--sweeps", "arb", *args],
+                           capture_output=True, text=True, timeout=240, env=client_env or ENV)
+    finally:
+        _stop(srv)
+    assert r.returncode == 0, r.stderr
+    # a progress line per point, as for the other latency points
+    assert r.stderr.count("[arb] WRITE RC 64 B qps 2") == 4, r.stderr
+    text = out.read_text(encoding="utf-8")
+    run = parse_probe_jsonl(text, str(out))
+    assert run.header["args"]["sweeps"] == ["arb"] and run.complete
+    assert run.end["status"] == "ok"
+    return run, [json.loads(ln) for ln in text.splitlines()]
+
+
+@pytest.mark.parametrize("order", ["large_first", "small_first"])
+def test_end_to_end_arb_sweep_on_fake_verbs(fake_probe: Path, tmp_path: Path, order: str):
+    """--sweeps arb: a 64-B WRITE on QP 1 timed from its post to its completion, posted
+    right after a WRITE of `behind` bytes (0, 4 KiB, 64 KiB, 1 MiB) on QP 0, both QPs on
+    one send CQ, each iteration waiting for both completions. The fake verbs complete a
+    WRITE as it is posted (the large one's completion first) or, with
+    FAKEVERBS_LATE_WRITE_BYTES, hold a large WRITE's completion back until the CQ is
+    otherwise empty (the 64-B one's first, as on a NIC that interleaves packets): the probe
+    tells them apart by wr_id either way (a stray completion, or one it never waits for,
+    would skip a point or strand the next iteration). The large WRITE reads a local region
+    the fake's lkey check covers; the small WRITE is posted 2 us after the large one's
+    post began (a spin; the same when it goes alone), and that gap is reported
+    (`gap_us`). The file parses with calibration.parsers."""
+    from calibration.parsers import load_measurements
+
+    env = {**ENV, "FAKEVERBS_LATE_WRITE_BYTES": "4096"} if order == "small_first" else ENV
+    out = tmp_path / f"arb-{order}.jsonl"
+    run, lines = _run_arb(fake_probe, out, "--iters", "50", "--time-limit", "5",
+                          "--connect-timeout", "5", client_env=env)
+    assert not run.skips, [s["reason"] for s in run.skips]
+    ms = [ln for ln in lines if ln["type"] == "measurement"]   # as written, key for key
+    assert [m["behind"] for m in ms] == ARB_BEHIND
+    for m in ms:
+        assert set(m) == ARB_KEYS, set(m) ^ ARB_KEYS
+        assert (m["sweep"], m["verb"], m["transport"], m["method"]) == \
+            ("arb", "WRITE", "RC", "post_to_cqe")
+        assert (m["payload"], m["qps"], m["threads"], m["depth"], m["batch"],
+                m["signal_every"], m["inline"], m["addresses"], m["random_offsets"]) == \
+            (64, 2, 1, 1, 1, 1, False, 1, False)
+        assert m["page_size"] == 4096 and m["page_backing"] == "base"
+        # the server's region holds the large WRITE (from offset 4096) in whole pages
+        assert m["region_bytes"] == 4096 + -(-m["behind"] // 4096) * 4096, m
+        assert m["iters"] == 50 and not m["truncated"] and m["elapsed_s"] > 0, m
+        lat = m["lat_us"]
+        assert set(lat) == {"min", "median", "avg", "stdev", "p99", "p999", "max"}
+        assert 0 < lat["min"] <= lat["median"] <= lat["max"], lat
+        assert lat["min"] <= lat["avg"] <= lat["max"] and lat["stdev"] >= 0, lat
+        assert lat["median"] <= lat["p99"] <= lat["p999"] <= lat["max"], lat
+        assert m["lat_convention"] == "rtt"
+        # the probe spins 2 us from the start of the iteration to the small WRITE's post
+        assert m["gap_us"] >= 2.0, m
+    # the lines in order: header, 6 info lines, the 4 points, the end
+    assert [ln["type"] for ln in lines[7:-1]] == ["measurement"] * 4
+    assert lines[-1]["points"] == 4 and lines[-1]["skipped"] == 0
+    loaded = load_measurements([out])
+    assert {m.sweep for m in loaded} == {"arb"}
+    assert sorted({m.behind for m in loaded}) == ARB_BEHIND
+    assert all(m.gap_us >= 2.0 for m in loaded)
+    assert {m.metric for m in loaded} >= {"lat_min", "lat_median", "lat_max"}
+
+
+def test_end_to_end_arb_sweep_stops_at_the_time_limit(fake_probe: Path, tmp_path: Path):
+    """An --iters no point reaches: each arb point stops at --time-limit with the samples
+    it has (`truncated`), and the run goes on to the next point."""
+    out = tmp_path / "arb-limit.jsonl"
+    run, _ = _run_arb(fake_probe, out, "--iters", "100000000", "--time-limit", "0.1")
+    ms = run.measurements
+    assert [m["behind"] for m in ms] == ARB_BEHIND, [s["reason"] for s in run.skips]
+    for m in ms:
+        assert m["truncated"] and 0 < m["iters"] < 100_000_000, m
+        assert m["elapsed_s"] < 1.0 and m["lat_us"]["min"] <= m["lat_us"]["max"], m
 
 
 def test_end_to_end_qps_sweep_with_posting_threads(fake_probe: Path, tmp_path: Path):
