@@ -468,6 +468,12 @@ _SWEEP_X = {"lat": ("payload", "payload [B]"), "bw": ("payload", "payload [B]"),
             "coro": ("coroutines", "coroutines per thread")}
 
 
+def _positive(metrics: dict[str, Measurement], key: str) -> Measurement | None:
+    """The measurement of metric ``key`` when there is one with a finite value > 0."""
+    pm = metrics.get(key)
+    return pm if pm is not None and pm.value > 0 and math.isfinite(pm.value) else None
+
+
 def _ceil64(n: int) -> int:
     return max(64, -(-n // 64) * 64)
 
@@ -501,8 +507,8 @@ def map_measurements(ms: list[Measurement], base: Profile
                                 src, line, "switch_ns"))
             continue
         if m.sweep == "coro":
-            pm = metrics.get("msg_rate")
-            if pm is None or not (pm.value > 0 and math.isfinite(pm.value)):
+            pm = _positive(metrics, "msg_rate")
+            if pm is None:
                 skip("no message rate to fit")
                 continue
             if verb != "READ" or m.transport != "RC":
@@ -521,8 +527,8 @@ def map_measurements(ms: list[Measurement], base: Profile
                 metrics["bw_avg"].value if "bw_avg" in metrics else None))
             continue
         if m.sweep == "rpc":
-            pm = metrics.get("msg_rate")
-            if pm is None or not (pm.value > 0 and math.isfinite(pm.value)):
+            pm = _positive(metrics, "msg_rate")
+            if pm is None:
                 skip("no message rate to fit")
                 continue
             if m.lost:
@@ -544,8 +550,8 @@ def map_measurements(ms: list[Measurement], base: Profile
                 line, "msg_rate", metrics["bw_avg"].value if "bw_avg" in metrics else None))
             continue
         if m.sweep == "arb":
-            pm = metrics.get("lat_median")
-            if pm is None or not (pm.value > 0 and math.isfinite(pm.value)):
+            pm = _positive(metrics, "lat_median")
+            if pm is None:
                 skip("no median latency (t_typical) to fit")
                 continue
             exp = Experiment(tool="arb_lat", size=payload, conn="RC", qps=2, inline=0,

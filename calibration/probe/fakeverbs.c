@@ -93,18 +93,24 @@ static struct ibv_mr *g_mrs[4096];
 static int g_proc = -1; /* 11-bit id of this process: its socket name and QPN prefix */
 static unsigned long g_ud_sends; /* UD SENDs this process posted */
 
+/* A count from the environment variable `name`, read once into *cache (-1: not yet);
+ * unset or negative: 0. */
+static unsigned long env_count(const char *name, long *cache)
+{
+    if (*cache < 0) {
+        const char *v = getenv(name);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        *cache = n < 0 ? 0 : n;
+    }
+    return (unsigned long)*cache;
+}
+
 /* FAKEVERBS_UD_DROP_EVERY=N: the wire loses every Nth UD SEND this process posts (tests
  * of the probe's lost-echo accounting); unset or 0: UD loses nothing */
 static unsigned long ud_drop_every(void)
 {
     static long every = -1;
-    if (every < 0) {
-        const char *v = getenv("FAKEVERBS_UD_DROP_EVERY");
-        every = v ? strtol(v, NULL, 10) : 0;
-        if (every < 0)
-            every = 0;
-    }
-    return (unsigned long)every;
+    return env_count("FAKEVERBS_UD_DROP_EVERY", &every);
 }
 
 /* FAKEVERBS_LATE_WRITE_BYTES=N: signaled WRITEs of N bytes or more complete late (see
@@ -112,13 +118,7 @@ static unsigned long ud_drop_every(void)
 static unsigned long late_write_bytes(void)
 {
     static long bytes = -1;
-    if (bytes < 0) {
-        const char *v = getenv("FAKEVERBS_LATE_WRITE_BYTES");
-        bytes = v ? strtol(v, NULL, 10) : 0;
-        if (bytes < 0)
-            bytes = 0;
-    }
-    return (unsigned long)bytes;
+    return env_count("FAKEVERBS_LATE_WRITE_BYTES", &bytes);
 }
 
 static uint32_t proc_id(void)
