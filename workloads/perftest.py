@@ -10,7 +10,12 @@ ib_send_bw, ib_atomic_bw. Flags: ``-s SIZE`` (default as perftest's: 65536 B for
 ``-m MTU``, ``-Q CQ_MOD``, ``-o OUTSTANDING_READS``, ``-A CMP_AND_SWAP|FETCH_AND_ADD``,
 ``--report_gbits``, plus ``--nic PROFILE`` (name or YAML path, default cx4-edr),
 ``--set section.param=value`` (profile override), ``--seed N`` and ``--out FILE`` (checked
-before the run: not a directory, in a directory that can be created).
+before the run: not a directory, in a directory that can be created). A flag the tool does
+not use (``-q``, ``-t``, ``-l``, ``-Q``, ``--report_gbits`` on ``*_lat``; ``-o`` without
+READ or atomics; ``-A`` without atomics; ``-I`` on READ or atomics; ``-a`` on atomics) and
+``-a`` with ``-s`` exit 2 instead of being dropped. As perftest: ``-c UD`` caps a default
+size at the MTU with a note on stderr and refuses a larger ``-s``; ``-l N`` divides ``-n``,
+is a multiple of ``-Q`` and, without ``-Q``, sets the CQ moderation to N.
 
 Semantics as perftest's: ``*_lat`` of SEND and WRITE report half a ping-pong round trip
 (WRITE polls the landing buffer in memory, SEND polls the receive queue); READ and ATOMIC
@@ -31,6 +36,7 @@ thread) and ``region``/``page_size`` (targets uniformly random over a remote reg
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,49 +90,117 @@ class PerftestArgs:
     addresses: int = 1
     region: int = 0
     page_size: int = 4096
+    size_given: bool = False        # -s on the command line (perftest's req_size)
+
+
+# Flags that only some tools use (perftest's usage() lists them for these tools only):
+# given to another tool they would change nothing, so they are refused instead.
+# (flag, parsed name, does the tool use it, what it is for)
+_SCOPED_FLAGS = (
+    ("-q", "qp", lambda t: t.endswith("_bw"), "a *_bw tool (the *_lat tools time one "
+     "operation at a time on one QP)"),
+    ("-t", "tx_depth", lambda t: t.endswith("_bw"), "a *_bw tool (the *_lat tools keep one "
+     "WR in flight)"),
+    ("-l", "post_list", lambda t: t.endswith("_bw"), "a *_bw tool (perftest: 'Post list is "
+     "supported in BW tests only')"),
+    ("-Q", "cq_mod", lambda t: t.endswith("_bw"), "a *_bw tool (the *_lat tools signal "
+     "every WR)"),
+    ("--report_gbits", "report_gbits", lambda t: t.endswith("_bw"), "a *_bw tool (the "
+     "*_lat tools report microseconds)"),
+    ("-o", "outs", lambda t: "read" in t or "atomic" in t, "a READ or atomic tool (only "
+     "they have outstanding reads)"),
+    ("-A", "atomic_type", lambda t: "atomic" in t, "an atomic tool (ib_atomic_lat, "
+     "ib_atomic_bw)"),
+    ("-I", "inline_size", lambda t: "write" in t or "send" in t, "a WRITE or SEND tool "
+     "(READs and atomics carry no inline data)"),
+    ("-a", "all", lambda t: "atomic" not in t, "a tool other than the atomic ones (their "
+     "messages are always 8 B; perftest: 'Message size cannot be changed for Atomic "
+     "tests')"),
+)
+
+
+def _parser() -> ArgumentParser:
+    ap = ArgumentParser(
+        prog="rnicsim perftest",
+        description="perftest's latency and bandwidth tools on two simulated hosts (one NIC "
+                    "each, one switch), with perftest's flags and table format.",
+        epilog="*_lat: SEND and WRITE report half a ping-pong round trip, READ and atomics "
+               "the full round trip; t_typical is the median. *_bw: tx-depth WRs in flight "
+               "per QP, one signaled in cq-mod, post-list WRs per doorbell; MB is 2^20 B, "
+               "Gb/s 10^9 bit/s. A flag the tool does not use exits 2.")
+    ap.add_argument("tool", choices=TOOLS, metavar="TOOL", help=", ".join(TOOLS))
+    ap.add_argument("server", nargs="?", help="ignored (perftest's server address: both "
+                    "hosts are simulated)")
+    ap.add_argument("-s", "--size", type=int, metavar="BYTES",
+                    help=f"message size [B] (default {DEF_SIZE_BW} for *_bw, {DEF_SIZE_LAT} "
+                         f"for *_lat; atomics are {DEF_SIZE_ATOMIC}); at most the MTU on UD")
+    ap.add_argument("-a", "--all", action="store_true",
+                    help="every size from 2 B to 8 MiB (to the MTU on UD); not with -s")
+    ap.add_argument("-n", "--iters", type=int, metavar="N",
+                    help="iterations (default 1000 for *_lat, 5000 for *_bw)")
+    ap.add_argument("-q", "--qp", type=int, metavar="N", help="QPs (*_bw; default 1)")
+    ap.add_argument("-t", "--tx-depth", type=int, metavar="N",
+                    help="WRs in flight per QP (*_bw; default 128)")
+    ap.add_argument("-l", "--post_list", type=int, metavar="N",
+                    help="WRs per doorbell (*_bw; default 1); a multiple of -Q, dividing -n; "
+                         "without -Q it sets the CQ moderation to N, as perftest")
+    ap.add_argument("-c", "--connection", default="RC", choices=["RC", "UC", "UD"],
+                    help="transport (default RC; UD only for SEND, UC not for READ and "
+                         "atomics)")
+    ap.add_argument("-I", "--inline_size", type=int, metavar="BYTES",
+                    help="inline WRs up to BYTES (WRITE and SEND tools; default perftest's: "
+                         "220 ib_write_lat, 236 ib_send_lat, 188 ib_send_lat -c UD, 0 *_bw)")
+    ap.add_argument("-m", "--mtu", type=int, choices=[256, 512, 1024, 2048, 4096],
+                    help="path MTU [B] (default the profile's)")
+    ap.add_argument("-Q", "--cq-mod", type=int, metavar="N",
+                    help="one signaled WR in N (*_bw; default 100, at most the TX depth)")
+    ap.add_argument("-o", "--outs", type=int, metavar="N",
+                    help="outstanding READs or atomics per QP (READ and atomic tools; "
+                         "default the profile's max_rd_atomic)")
+    ap.add_argument("-A", "--atomic_type", choices=["CMP_AND_SWAP", "FETCH_AND_ADD"],
+                    help="atomic operation (atomic tools; default FETCH_AND_ADD)")
+    ap.add_argument("--report_gbits", action="store_true",
+                    help="bandwidth in Gb/s instead of MB/s (*_bw)")
+    ap.add_argument("--nic", default="cx4-edr", metavar="PROFILE",
+                    help="NIC profile: a name from 'rnicsim profiles' or a YAML path "
+                         "(default cx4-edr)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.PARAM=VALUE",
+                    help="override a profile parameter, e.g. pcie.latency=250ns (repeatable)")
+    ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    ap.add_argument("--out", metavar="FILE",
+                    help="also write the output to FILE (checked before the run)")
+    return ap
 
 
 def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
-    """Parse ``rnicsim perftest`` arguments; raises InputError on bad flags."""
-    ap = ArgumentParser(prog="rnicsim perftest", description="perftest on two simulated hosts")
-    ap.add_argument("tool", choices=TOOLS)
-    ap.add_argument("server", nargs="?", help="ignored (perftest's server address)")
-    ap.add_argument("-s", "--size", type=int, default=None)
-    ap.add_argument("-a", "--all", action="store_true")
-    ap.add_argument("-n", "--iters", type=int)
-    ap.add_argument("-q", "--qp", type=int, default=1)
-    ap.add_argument("-t", "--tx-depth", type=int)
-    ap.add_argument("-l", "--post_list", type=int, default=1)
-    ap.add_argument("-c", "--connection", default="RC", choices=["RC", "UC", "UD"])
-    ap.add_argument("-I", "--inline_size", type=int)
-    ap.add_argument("-m", "--mtu", type=int, choices=[256, 512, 1024, 2048, 4096])
-    ap.add_argument("-Q", "--cq-mod", type=int, default=100)
-    ap.add_argument("-o", "--outs", type=int)
-    ap.add_argument("-A", "--atomic_type", default="FETCH_AND_ADD",
-                    choices=["CMP_AND_SWAP", "FETCH_AND_ADD"])
-    ap.add_argument("--report_gbits", action="store_true")
-    ap.add_argument("--nic", default="cx4-edr")
-    ap.add_argument("--set", action="append", default=[], metavar="SECTION.PARAM=VALUE")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out")
-    ns = ap.parse_args(argv)
+    """Parse ``rnicsim perftest`` arguments; raises InputError on bad flags, on a flag the
+    tool does not use (:data:`_SCOPED_FLAGS`) and on combinations perftest refuses."""
+    ns = _parser().parse_args(argv)
     for name in ("size", "iters", "qp", "tx_depth", "post_list", "cq_mod", "outs"):
         v = getattr(ns, name)
         if v is not None and v < (0 if name == "size" else 1):
             raise InputError("command line", f"--{name}", "a positive whole number")
+    for flag, name, uses, what in _SCOPED_FLAGS:
+        if getattr(ns, name) not in (None, False) and not uses(ns.tool):
+            raise InputError("command line", flag, f"only with {what}, not {ns.tool}")
+    if ns.all and ns.size is not None:
+        # perftest runs every size and drops -s without a word; which one was meant?
+        raise InputError("command line", "-a", f"-a (every size) or -s {ns.size} (one "
+                         f"size), not both")
     overrides = {}
     for item in ns.set:
         # parsed as YAML, as a scenario's --set: 8 is a count, true a flag, 80ns a time
         k, v = parse_override(item)
         overrides[k] = v
-    if ns.size is None:
-        ns.size = (DEF_SIZE_ATOMIC if "atomic" in ns.tool else
-                   DEF_SIZE_BW if ns.tool.endswith("_bw") else DEF_SIZE_LAT)
-    a = PerftestArgs(tool=ns.tool, size=ns.size, all_sizes=ns.all, iters=ns.iters,
-                     qps=ns.qp, tx_depth=ns.tx_depth, post_list=ns.post_list,
-                     conn=ns.connection, inline=ns.inline_size, mtu=ns.mtu, cq_mod=ns.cq_mod,
-                     outstanding=ns.outs, atomic=ns.atomic_type, gbits=ns.report_gbits,
-                     nic=ns.nic, seed=ns.seed, out=ns.out)
+    a = PerftestArgs(tool=ns.tool, all_sizes=ns.all, iters=ns.iters, qps=ns.qp or 1,
+                     tx_depth=ns.tx_depth, post_list=ns.post_list or 1, conn=ns.connection,
+                     inline=ns.inline_size, mtu=ns.mtu,
+                     cq_mod=ns.cq_mod if ns.cq_mod is not None else 100,
+                     outstanding=ns.outs, atomic=ns.atomic_type or "FETCH_AND_ADD",
+                     gbits=ns.report_gbits, nic=ns.nic, seed=ns.seed, out=ns.out,
+                     size_given=ns.size is not None, size=ns.size if ns.size is not None else
+                     DEF_SIZE_ATOMIC if "atomic" in ns.tool else
+                     DEF_SIZE_BW if ns.tool.endswith("_bw") else DEF_SIZE_LAT)
     if "atomic" in a.tool and a.size != 8:
         raise InputError("command line", "-s", "8 (atomics are 8 bytes)")
     if a.tool in ("ib_read_lat", "ib_read_bw", "ib_atomic_lat", "ib_atomic_bw") \
@@ -134,7 +208,46 @@ def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
         raise InputError("command line", "-c", f"RC ({a.tool} needs a reliable connection)")
     if "write" in a.tool and a.conn == "UD":
         raise InputError("command line", "-c", "RC or UC (UD has no RDMA WRITE)")
+    if a.post_list > 1:
+        _check_post_list(a, ns.cq_mod is not None)
     return a, overrides
+
+
+def _check_post_list(a: PerftestArgs, cq_mod_given: bool) -> None:
+    """perftest's rules for ``-l N`` > 1 (``force_dependecies``): N divides the iterations,
+    and is a multiple of ``-Q`` when given, else becomes the CQ moderation (with a note on
+    stderr). rnicsim adds: N at most the TX depth, or no list could ever be posted."""
+    iters = a.iters or 5000
+    depth = a.tx_depth or 128
+    if iters % a.post_list:
+        raise InputError("command line", "-l", f"a divisor of the iterations (-n {iters}; "
+                         f"perftest: 'Number of iterations must be a multiple of post list "
+                         f"size'), got {a.post_list}")
+    if a.post_list > depth:
+        raise InputError("command line", "-l", f"at most the TX depth (-t {depth}): a list "
+                         f"of {a.post_list} WRs never fits the send queue")
+    if not cq_mod_given:
+        a.cq_mod = a.post_list
+        print(" Post List requested - CQ moderation will be the size of the post list",
+              file=sys.stderr)
+    elif a.post_list % a.cq_mod:
+        raise InputError("command line", "-l", f"a multiple of the CQ moderation (-Q "
+                         f"{a.cq_mod}; perftest: 'Post list size must be a multiple of CQ "
+                         f"moderation'), got {a.post_list}")
+
+
+def ud_size(a: PerftestArgs, mtu: int) -> None:
+    """Fit a UD run's message size to the MTU [B], as perftest's ``check_mtu`` does: a size
+    perftest chose (its default, or ``-a``'s sizes) is capped at the MTU with its note on
+    stderr; a ``-s`` above the MTU is refused (a UD message is one packet)."""
+    if a.conn != "UD" or max(a.size, 2 ** 23 if a.all_sizes else 0) <= mtu:
+        return
+    if a.size_given:
+        raise InputError("command line", "-s", f"at most the MTU ({mtu} B) with -c UD: a UD "
+                         f"message is one packet (perftest: 'Max message size in UD cannot "
+                         f"be greater than MTU'), got {a.size}")
+    print(f" Max msg size in UD is MTU {mtu}\n Changing to this MTU", file=sys.stderr)
+    a.size = min(a.size, mtu)
 
 
 class _Pair:
@@ -583,8 +696,10 @@ def header(a: PerftestArgs, profile) -> list[str]:
              f" Number of qps   : {a.qps}\t\tTransport type : IB",
              f" Connection type : {a.conn}\t\tUsing SRQ      : OFF",
              f" TX depth        : {depth}"]
+    if a.post_list > 1:
+        lines.append(f" Post List       : {a.post_list}")
     if a.tool.endswith("_bw"):
-        lines.append(f" CQ Moderation   : {a.cq_mod}")
+        lines.append(f" CQ Moderation   : {max(1, min(a.cq_mod, depth))}")   # as run_bw
     lines += [f" Mtu             : {a.mtu or profile.link.mtu}[B]",
               f" Link type       : {link}"]
     if a.tool in ("ib_write_lat", "ib_send_lat", "ib_write_bw", "ib_send_bw"):
@@ -631,9 +746,6 @@ def run(a: PerftestArgs, profile) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Entry point of ``rnicsim perftest``."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
     a, overrides = parse_args(argv)
     if a.out:
         from rnicsim.results import check_out_file
@@ -646,6 +758,7 @@ def main(argv: list[str]) -> int:
         # perftest fails to create the QP; say why instead.
         raise InputError("command line", "-I", f"at most the NIC's max_inline "
                          f"({profile.nic.max_inline} B on {profile.name}), got {a.inline}")
+    ud_size(a, a.mtu or profile.link.mtu)
     lines = run(a, profile)
     text = "\n".join(lines) + "\n"
     print(text, end="")

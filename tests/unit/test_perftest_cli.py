@@ -213,9 +213,9 @@ def test_set_takes_counts_flags_and_times_as_a_scenario_does(capsys):
 
 
 @pytest.mark.parametrize("flags", [
-    ["-s", "65536", "-l", "2", "-Q", "4", "-I", "0", "-m", "1024", "-n", "200"],
-    ["-s", "4096", "-n", "200", "-q", "2", "-t", "64", "-l", "4", "-c", "UC", "-I", "64",
-     "-m", "1024", "-Q", "8"],
+    ["-s", "65536", "-l", "4", "-Q", "2", "-I", "0", "-m", "1024", "-n", "200"],
+    ["-s", "4096", "-n", "200", "-q", "2", "-t", "64", "-l", "8", "-c", "UC", "-I", "64",
+     "-m", "1024", "-Q", "4"],
 ])
 def test_bw_peak_is_perftests_best_run_of_operations(capsys, flags):
     """BW peak is perftest's (``print_report_bw``): the best rate over any run of
@@ -242,6 +242,29 @@ def test_bw_peak_is_perftests_best_run_of_operations(capsys, flags):
     (["ib_read_lat", "--set", "pcie.latency"], ["--set", "KEY.PATH=VALUE"]),
     (["ib_read_lat", "--set", "pcie.latncy=1ns", "-n", "5"], ["pcie.latncy"]),
     (["ib_read_lat", "--nic", "cx9", "-n", "5"], ["cx9", "cx3-qdr"]),
+    (["ib_send_bw", "-c", "UD", "-s", "8192", "-n", "5"],
+     ["-s: at most the MTU (4096 B) with -c UD: a UD message is one packet (perftest: "
+      "'Max message size in UD cannot be greater than MTU'), got 8192"]),
+    (["ib_send_bw", "-c", "UD", "-m", "1024", "-s", "2048", "-n", "5"],
+     ["-s: at most the MTU (1024 B) with -c UD"]),
+    (["ib_send_lat", "-s", "64", "-a"], ["-a: -a (every size) or -s 64 (one size), not both"]),
+    (["ib_atomic_bw", "-a"], ["-a: only with a tool other than the atomic ones", "not "
+                              "ib_atomic_bw"]),
+    (["ib_read_lat", "-q", "2"], ["-q: only with a *_bw tool", "not ib_read_lat"]),
+    (["ib_send_lat", "-t", "4"], ["-t: only with a *_bw tool", "not ib_send_lat"]),
+    (["ib_write_lat", "-l", "2"], ["-l: only with a *_bw tool", "not ib_write_lat"]),
+    (["ib_atomic_lat", "-Q", "10"], ["-Q: only with a *_bw tool", "not ib_atomic_lat"]),
+    (["ib_read_lat", "--report_gbits"], ["--report_gbits: only with a *_bw tool"]),
+    (["ib_write_bw", "-o", "4"], ["-o: only with a READ or atomic tool", "not ib_write_bw"]),
+    (["ib_read_bw", "-A", "CMP_AND_SWAP"], ["-A: only with an atomic tool", "not ib_read_bw"]),
+    (["ib_read_lat", "-I", "64"], ["-I: only with a WRITE or SEND tool", "not ib_read_lat"]),
+    (["ib_write_bw", "-l", "3", "-n", "10"],
+     ["-l: a divisor of the iterations (-n 10;", "got 3"]),
+    (["ib_write_bw", "-l", "4", "-Q", "3", "-n", "8"],
+     ["-l: a multiple of the CQ moderation (-Q 3;", "got 4"]),
+    (["ib_write_bw", "-l", "256", "-n", "512"],
+     ["-l: at most the TX depth (-t 128): a list of 256 WRs never fits the send queue"]),
+    ([], ["the following arguments are required: TOOL"]),
 ])
 def test_bad_flags_exit_2_with_a_message(capsys, args, words):
     """Bad flags and values exit 2 with a one-line message on stderr, no traceback."""
@@ -253,7 +276,39 @@ def test_bad_flags_exit_2_with_a_message(capsys, args, words):
         assert w in err, (w, err)
 
 
-def test_help_exits_0(capsys):
-    """``rnicsim perftest --help`` prints the tool list and exits 0."""
+def test_help_is_an_option_list(capsys):
+    """``rnicsim perftest --help`` prints argparse's usage and option list (every perftest
+    flag with its meaning), not the module docstring, and exits 0."""
     code, out, _ = perftest(capsys, "--help")
-    assert code == 0 and "ib_atomic_bw" in out
+    assert code == 0 and out.startswith("usage: rnicsim perftest [-h] [-s BYTES] [-a]")
+    for flag in ("-s BYTES, --size BYTES", "-a, --all", "-n N, --iters N", "-q N, --qp N",
+                 "-t N, --tx-depth N", "-l N, --post_list N", "-c {RC,UC,UD}",
+                 "-I BYTES, --inline_size BYTES", "-Q N, --cq-mod N", "-o N, --outs N",
+                 "--report_gbits", "--nic PROFILE", "--out FILE", "ib_atomic_bw"):
+        assert flag in out, flag
+    assert "``" not in out
+
+
+def test_ud_default_size_is_capped_at_the_mtu_as_perftest_does(capsys):
+    """ib_send_bw -c UD without -s (default 65536 B) runs at the MTU and says so on stderr
+    in perftest's words (check_mtu); -a stops at the MTU with the same note."""
+    code, out, err = perftest(capsys, "ib_send_bw", "-c", "UD", "-m", "2048", "-n", "10")
+    assert code == 0 and err == " Max msg size in UD is MTU 2048\n Changing to this MTU\n"
+    [run] = parse_perftest_runs(out, "ud")
+    assert [r.bytes for r in run.rows] == [2048]
+    code, out, err = perftest(capsys, "ib_send_bw", "-c", "UD", "-a", "-m", "1024", "-n", "5")
+    assert code == 0 and err == " Max msg size in UD is MTU 1024\n Changing to this MTU\n"
+    [run] = parse_perftest_runs(out, "ud -a")
+    assert [r.bytes for r in run.rows] == [2 ** k for k in range(1, 11)]
+
+
+def test_post_list_sets_the_cq_moderation_as_perftest_does(capsys):
+    """-l N without -Q makes N the CQ moderation (perftest's force_dependecies), with
+    perftest's note on stderr and both in the header; with -Q the given value stays."""
+    code, out, err = perftest(capsys, "ib_write_bw", "-l", "4", "-n", "8", "-s", "64")
+    assert code == 0
+    assert err == " Post List requested - CQ moderation will be the size of the post list\n"
+    assert " Post List       : 4\n CQ Moderation   : 4\n" in out
+    code, out, err = perftest(capsys, "ib_write_bw", "-l", "4", "-Q", "2", "-n", "8",
+                              "-s", "64")
+    assert code == 0 and err == "" and " CQ Moderation   : 2\n" in out
