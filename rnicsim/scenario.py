@@ -15,6 +15,7 @@ unknown or repeated keys are errors, never ignored.
 from __future__ import annotations
 
 import copy
+import difflib
 import itertools
 import types
 from pathlib import Path, PurePath
@@ -188,16 +189,47 @@ def check_points(sc: "Scenario", source: str) -> None:
                     raise InputError(source, f"cluster.nic.overrides.{e.key}", e.expected) \
                         from None
             seen[key] = prof
+        at = ", ".join(f"{k}={v}" for k, v in vals.items())
+        bad = topology_misfit(p.cluster)
+        if bad:
+            raise InputError(source, bad[0] + (f" (sweep point {at})" if at else ""), bad[1])
         check = workload_check(p.workload.kind)
         if check is not None:
             try:
                 check(p, seen[key])
             except ValueError as e:
-                at = ", ".join(f"{k}={v}" for k, v in vals.items())
                 msg = str(e)
                 k, _, what = msg.partition(": ")
                 raise InputError(source, k + (f" (sweep point {at})" if at else ""), what) \
                     from None
+
+
+def topology_misfit(cluster: ClusterSpec) -> tuple[str, str] | None:
+    """``(key path, what was expected)`` when ``cluster``'s topology cannot hold its NICs as
+    :class:`rnicsim.fabric.Fabric` places them, else None.
+
+    leaf_spine puts ``ceil(nodes / leaves)`` nodes on each leaf in node order, so every leaf
+    has a node only when ``ceil(nodes / ceil(nodes / leaves)) == leaves`` (80 nodes fill
+    80 leaves, not 100; 10 nodes fill 5 leaves of 6, not 6). Spine ``s`` carries the traffic
+    to NICs ``s, s + spines, ...`` (D-mod-K): a spine beyond the NIC count carries none,
+    while the uplink rate is still split over every spine."""
+    t = cluster.topology
+    if t.kind != "leaf_spine":
+        return None
+    n = cluster.nodes
+    per_leaf = -(-n // t.leaves)
+    filled = -(-n // per_leaf)
+    if filled < t.leaves:
+        return ("cluster.topology.leaves",
+                f"a leaf count whose leaves all get a node: {n} nodes go {per_leaf} to a "
+                f"leaf in order and fill only {filled} leaves (leaves: {filled} fits), got "
+                f"{t.leaves}")
+    nics = n * cluster.nic.per_node
+    if t.spines > nics:
+        return ("cluster.topology.spines",
+                f"at most the NIC count ({nics}: spine s carries the traffic to NICs s, "
+                f"s + spines, ...), got {t.spines}")
+    return None
 
 
 class RawVerbs(BaseModel):
@@ -452,19 +484,28 @@ def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
         msg = "unknown key"
         allowed = _allowed_keys(raw_loc[:-1])
         if allowed:
-            msg += f"; allowed keys here: {', '.join(allowed)}"
+            hint = did_you_mean(str(raw_loc[-1]), allowed)
+            msg += f"{f' ({hint})' if hint else ''}; allowed keys here: {', '.join(allowed)}"
     elif typ == "missing":
         msg = "missing required key"
     elif typ in ("union_tag_invalid", "union_tag_not_found"):
         key = key + ".kind" if key else "kind"
         msg = f"one of: {', '.join(_tags(loc))}"
         if "input" in err and isinstance(err["input"], dict) and "kind" in err["input"]:
-            msg += f" (got {err['input']['kind']!r})"
+            hint = did_you_mean(str(err["input"]["kind"]), _tags(loc))
+            msg += f" (got {err['input']['kind']!r}{'; ' + hint if hint else ''})"
     else:
         msg = err["msg"].replace("Value error, ", "")
         if "input" in err and typ not in ("value_error",):
             msg += f" (got {err['input']!r})"
     return InputError(source, key, msg)
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """``"did you mean 'x'?"`` for the choice closest to a misspelled ``word`` (difflib's
+    ratio at least 0.6), else ``""``."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
 
 
 def _tags(loc: tuple) -> list[str]:
@@ -765,8 +806,10 @@ def _check_sweep(sc: Scenario, raw: dict, source: str) -> None:
         if not values:
             raise InputError(source, f"sweep.{key}", "a non-empty list of values")
         if not _path_allowed(sc, key):
+            hint = _path_hint(sc, key)
             raise InputError(source, f"sweep.{key}",
-                             "a key path of the scenario such as workload.payload")
+                             f"a key path of the scenario such as workload.payload"
+                             f"{f' ({hint})' if hint else ''}")
     for i, ex in enumerate(sc.sweep_exclude):
         for k in ex:
             if k not in sc.sweep:
@@ -857,6 +900,21 @@ def _check_names(sc: Scenario, source: str) -> None:
         if over is not None and "." in over and over not in sc.sweep:
             raise InputError(source, f"expected[{i}].over", f"a swept key ({swept}) or a "
                              f"metric name without a dot (got {over!r})")
+
+
+def _path_hint(sc: BaseModel, key: str) -> str:
+    """``"did you mean 'a.b.c'?"`` for a dotted ``key`` whose last part is a misspelled
+    field of the section its other parts name, else ``""``."""
+    *head, last = key.split(".")
+    obj: Any = sc
+    for part in head:
+        if not isinstance(obj, BaseModel) or part not in type(obj).model_fields:
+            return ""
+        obj = getattr(obj, part)
+    if not isinstance(obj, BaseModel):
+        return ""
+    hint = did_you_mean(last, sorted(type(obj).model_fields))
+    return hint.replace("'", "'" + "".join(p + "." for p in head), 1) if hint else ""
 
 
 def _path_allowed(sc: BaseModel, key: str) -> bool:

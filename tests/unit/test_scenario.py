@@ -65,9 +65,26 @@ def cli(args: list[str], capsys) -> tuple[int, str, str]:
 def test_unknown_key_lists_the_allowed_keys(tmp_path):
     """A misspelt key gives its key path and the allowed keys at that level."""
     p = scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(profle="cx3-qdr"))
-    e = rejected(p, "cluster.nic.profle: unknown key",
+    e = rejected(p, "cluster.nic.profle: unknown key (did you mean 'profile'?); "
                  "allowed keys here: overrides, per_node, profile")
     assert e.key == "cluster.nic.profle"
+
+
+def test_unknown_key_without_a_close_match_suggests_nothing(tmp_path):
+    """A key like no allowed one gets the allowed keys and no guess."""
+    p = scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(vendor="acme"))
+    e = rejected(p)
+    assert str(e) == f"{p}: cluster.nic.vendor: unknown key; allowed keys here: overrides, " \
+                     f"per_node, profile"
+
+
+def test_misspelt_kind_and_swept_key_get_a_guess(tmp_path):
+    """A misspelt ``kind`` and a misspelt swept key path name the closest valid one."""
+    p = scenario_file(tmp_path, lambda r: r["workload"].update(kind="microbnch"))
+    rejected(p, "workload.kind: one of: ", "(got 'microbnch'; did you mean 'microbench'?)")
+    p = scenario_file(tmp_path, lambda r: r.update(sweep={"workload.paylod": [8, 16]}))
+    rejected(p, "sweep.workload.paylod: a key path of the scenario such as workload.payload "
+             "(did you mean 'workload.payload'?)")
 
 
 def test_unknown_top_level_key(tmp_path):
@@ -141,6 +158,45 @@ def test_unknown_topology_kind(tmp_path):
     """An unknown topology kind lists the known kinds."""
     p = scenario_file(tmp_path, lambda r: r["cluster"].update(topology={"kind": "torus"}))
     rejected(p, "cluster.topology.kind: one of: single_switch, leaf_spine (got 'torus')")
+
+
+@pytest.mark.parametrize("nodes, leaves, spines, per_node, key, expected", [
+    (80, 100, 2, 1, "cluster.topology.leaves",
+     "a leaf count whose leaves all get a node: 80 nodes go 1 to a leaf in order and fill "
+     "only 80 leaves (leaves: 80 fits), got 100"),
+    (10, 6, 2, 1, "cluster.topology.leaves",
+     "a leaf count whose leaves all get a node: 10 nodes go 2 to a leaf in order and fill "
+     "only 5 leaves (leaves: 5 fits), got 6"),
+    (4, 2, 9, 2, "cluster.topology.spines",
+     "at most the NIC count (8: spine s carries the traffic to NICs s, s + spines, ...), "
+     "got 9"),
+])
+def test_leaf_spine_that_does_not_fit_its_nodes(tmp_path, nodes, leaves, spines, per_node,
+                                                key, expected):
+    """A leaf_spine with a leaf no node lands on (nodes go ceil(nodes/leaves) to a leaf, in
+    order) or a spine no route crosses (more spines than NICs) is refused at validation."""
+    p = scenario_file(tmp_path, lambda r: r["cluster"].update(
+        nodes=nodes, nic={"profile": "cx4-edr", "per_node": per_node},
+        topology={"kind": "leaf_spine", "leaves": leaves, "spines": spines}))
+    e = rejected(p)
+    assert (e.key, e.expected) == (key, expected)
+
+
+def test_leaf_spine_fits_every_swept_node_count(tmp_path, capsys):
+    """The fit is checked at every sweep point: the point that does not fit is named, and
+    ``rnicsim validate`` exits 2 with the message."""
+    p = scenario_file(tmp_path, lambda r: (
+        r["cluster"].update(topology={"kind": "leaf_spine", "leaves": 4, "spines": 2}),
+        r.update(sweep={"cluster.nodes": [8, 3]})))
+    code, out, err = cli(["validate", str(p)], capsys)
+    assert code == 2 and out == ""
+    assert err == (f"rnicsim validate: error: {p}: cluster.topology.leaves (sweep point "
+                   f"cluster.nodes=3): a leaf count whose leaves all get a node: 3 nodes go 1 "
+                   f"to a leaf in order and fill only 3 leaves (leaves: 3 fits), got 4\n")
+    p = scenario_file(tmp_path, lambda r: (
+        r["cluster"].update(topology={"kind": "leaf_spine", "leaves": 4, "spines": 2}),
+        r.update(sweep={"cluster.nodes": [8, 4, 13]})))
+    assert load_scenario(p).cluster.topology.leaves == 4
 
 
 def test_unknown_claim_kind(tmp_path):
