@@ -31,8 +31,35 @@ from .hw.switch import Switch
 PFC_COUNTERS = ("pause_frames", "pause_time_us", "headroom_overflow", "ecn_marks", "cnps")
 
 
+def leaf_spine_misfit(nodes: int, nics_per_node: int, leaves: int,
+                      spines: int) -> tuple[str, str] | None:
+    """``(field, what was expected)`` when a leaf_spine of ``leaves`` and ``spines``
+    cannot hold ``nodes`` nodes of ``nics_per_node`` NICs as :class:`Fabric` places them,
+    else None.
+
+    Nodes go ``ceil(nodes / leaves)`` to a leaf in node order, so every leaf has a node only
+    when ``ceil(nodes / ceil(nodes / leaves)) == leaves`` (80 nodes fill 80 leaves, not 100;
+    10 nodes fill 5 leaves of 6, not 6). Spine ``s`` carries the traffic to NICs ``s, s +
+    spines, ...`` (D-mod-K): a spine beyond the NIC count would carry none while the uplink
+    rate is still split over every spine."""
+    per_leaf = -(-nodes // leaves)
+    filled = -(-nodes // per_leaf)
+    if filled < leaves:
+        return ("leaves", f"a leaf count whose leaves all get a node: {nodes} nodes go "
+                          f"{per_leaf} to a leaf in order and fill only {filled} leaves "
+                          f"(leaves: {filled} fits), got {leaves}")
+    nics = nodes * nics_per_node
+    if spines > nics:
+        return ("spines", f"at most the NIC count ({nics}: spine s carries the traffic to "
+                          f"NICs s, s + spines, ...), got {spines}")
+    return None
+
+
 class Fabric:
-    """Links, switches and routes of one cluster."""
+    """Links, switches and routes of one cluster.
+
+    ValueError ``topology.FIELD: ...`` for a leaf_spine that does not fit its nodes
+    (:func:`leaf_spine_misfit`) and for an unknown topology kind."""
 
     def __init__(self, profile, n_nodes: int, nics_per_node: int, topology: dict,
                  env=None, rng_source=None) -> None:
@@ -68,6 +95,9 @@ class Fabric:
             spines = int(topology["spines"])
             self.spines = spines
             over = float(topology.get("oversubscription", 1.0))
+            bad = leaf_spine_misfit(n_nodes, nics_per_node, leaves, spines)
+            if bad:
+                raise ValueError(f"topology.{bad[0]}: {bad[1]}")
             per_leaf_nodes = -(-n_nodes // leaves)
             for s in range(spines):
                 self._add_switch(f"spine{s}", sw)

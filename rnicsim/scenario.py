@@ -205,31 +205,15 @@ def check_points(sc: "Scenario", source: str) -> None:
 
 
 def topology_misfit(cluster: ClusterSpec) -> tuple[str, str] | None:
-    """``(key path, what was expected)`` when ``cluster``'s topology cannot hold its NICs as
-    :class:`rnicsim.fabric.Fabric` places them, else None.
-
-    leaf_spine puts ``ceil(nodes / leaves)`` nodes on each leaf in node order, so every leaf
-    has a node only when ``ceil(nodes / ceil(nodes / leaves)) == leaves`` (80 nodes fill
-    80 leaves, not 100; 10 nodes fill 5 leaves of 6, not 6). Spine ``s`` carries the traffic
-    to NICs ``s, s + spines, ...`` (D-mod-K): a spine beyond the NIC count carries none,
-    while the uplink rate is still split over every spine."""
+    """``(key path, what was expected)`` when ``cluster``'s topology cannot hold its NICs
+    (:func:`rnicsim.fabric.leaf_spine_misfit`), else None."""
     t = cluster.topology
     if t.kind != "leaf_spine":
         return None
-    n = cluster.nodes
-    per_leaf = -(-n // t.leaves)
-    filled = -(-n // per_leaf)
-    if filled < t.leaves:
-        return ("cluster.topology.leaves",
-                f"a leaf count whose leaves all get a node: {n} nodes go {per_leaf} to a "
-                f"leaf in order and fill only {filled} leaves (leaves: {filled} fits), got "
-                f"{t.leaves}")
-    nics = n * cluster.nic.per_node
-    if t.spines > nics:
-        return ("cluster.topology.spines",
-                f"at most the NIC count ({nics}: spine s carries the traffic to NICs s, "
-                f"s + spines, ...), got {t.spines}")
-    return None
+    from .fabric import leaf_spine_misfit
+
+    bad = leaf_spine_misfit(cluster.nodes, cluster.nic.per_node, t.leaves, t.spines)
+    return (f"cluster.topology.{bad[0]}", bad[1]) if bad else None
 
 
 class RawVerbs(BaseModel):

@@ -37,6 +37,20 @@ def test_cluster_arguments_are_checked(cx4):
         Context(cl, 0).reg_mr(4096.0)
 
 
+def test_cluster_topology_must_fit_its_nodes(cx4):
+    """A leaf_spine with a leaf no node lands on, or more spines than NICs, is a ValueError
+    naming the topology field and what fits (as a scenario's validation says)."""
+    with pytest.raises(ValueError) as e:
+        Cluster(Simulation(1), cx4, 80, topology={"kind": "leaf_spine", "leaves": 100,
+                                                  "spines": 2})
+    assert str(e.value) == ("topology.leaves: a leaf count whose leaves all get a node: 80 "
+                            "nodes go 1 to a leaf in order and fill only 80 leaves (leaves: "
+                            "80 fits), got 100")
+    with pytest.raises(ValueError, match=r"^topology.spines: at most the NIC count \(4: "):
+        Cluster(Simulation(1), cx4, 4, topology={"kind": "leaf_spine", "leaves": 2,
+                                                 "spines": 5})
+
+
 def test_rdmc_group_members_must_be_nodes_of_the_cluster(cx4):
     """A group member that is not a node of the cluster is a ValueError naming it."""
     sim = Simulation(1)
