@@ -126,7 +126,7 @@ class Fabric:
                                    env=self.env, mtu_bytes=self.mtu_bytes)
         # nic.tx_arbitration packet: the egress interleaves packets (per-QP round robin,
         # hw/calendar.py); message and fifo serve a message whole (the NIC's send
-        # scheduler picks the next one, Rnic._on_pull).
+        # scheduler picks the next one, hw/arbiter.py PerMessageRoundRobin._on_pull).
         self.egress[nic].interleave = self.tx_arbitration == "packet"
         self.switches[swname].port(f"nic{nic}", self.rate, self.prop)
         self.nic_switch[nic] = swname
