@@ -104,8 +104,8 @@ def _setup_smallbank(nodes: int, topo: dict, threads: int = 2, coros: int = 4):
     # transaction latency).
     est = wl.cpu_estimate_ns()
     b.sim.measure(warm, meas)
-    return (b.sim, b.cluster, lambda: b.occ.start(wl, coros, coros * est),
-            (lambda: b.occ.stats.committed), warm, meas)
+    return (b.sim, b.cluster, lambda: b.cc.start(wl, coros, coros * est),
+            (lambda: b.cc.stats.committed), warm, meas)
 
 
 def one(workload: str, topo_kind: str, nodes: int, threads: int = 2, coros: int = 4) -> dict:

@@ -398,7 +398,8 @@ _MODELS: dict[tuple, type[BaseModel]] = {}
 # Packages that add workload/protocol kinds; imported lazily (the kernel does not depend on
 # them at import time). Each calls register_workload / register_protocol when imported.
 PLUGINS = ["protocols.txn.scenario_kinds", "protocols.rdmc.scenario_kinds",
-           "protocols.multiobj", "workloads.roce_reads", "workloads.incast"]
+           "protocols.multiobj", "workloads.roce_reads", "workloads.incast",
+           "workloads.smallbank", "workloads.tpcc", "workloads.tpce", "workloads.ycsb"]
 _loaded = False
 
 
@@ -415,6 +416,12 @@ def _load_plugins() -> None:
         except ModuleNotFoundError as e:
             if e.name != mod and not mod.startswith(str(e.name)):
                 raise
+
+
+def import_builtin_plugins() -> None:
+    """Import every built-in plugin module once (:data:`PLUGINS`: they register workload
+    and protocol kinds)."""
+    _load_plugins()
 
 
 def _rebuild() -> type[BaseModel]:

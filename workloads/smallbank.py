@@ -27,7 +27,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from protocols.txn.occ import TxnSpec
+from protocols.txn.api import TxnSpec
+from protocols.txn.registry import register_benchmark
 from protocols.txn.store import Table
 
 SAVINGS, CHECKING = 0, 1
@@ -164,3 +165,10 @@ class SmallBank:
     def initial_total(self) -> int:
         """Sum of every balance at start [cents]."""
         return 2 * INITIAL * self.accounts
+
+
+def _make(params: dict, nodes: int, threads: int, clock_hz: float, coroutines: int):
+    return SmallBank(SmallBankSpec(**params), nodes, threads, clock_hz)
+
+
+register_benchmark("smallbank", _make)

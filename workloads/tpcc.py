@@ -48,7 +48,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from protocols.txn.occ import TxnSpec
+from protocols.txn.api import TxnSpec
+from protocols.txn.registry import register_benchmark
 from protocols.txn.store import Table
 
 WAREHOUSE, DISTRICT, CUSTOMER, STOCK = 0, 1, 2, 3
@@ -164,3 +165,10 @@ class TpccNewOrder:
             tx.insert(ORDER_BYTES + NEW_ORDER_BYTES + ORDER_LINE_BYTES * n)
 
         return TxnSpec("new_order", body, False, self.phase_ns)
+
+
+def _make(params: dict, nodes: int, threads: int, clock_hz: float, coroutines: int):
+    return TpccNewOrder(TpccSpec(**params), nodes, threads, clock_hz, coroutines)
+
+
+register_benchmark("tpcc", _make)

@@ -48,7 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.txn.occ import TxnSpec
+from protocols.txn.api import TxnSpec
+from protocols.txn.registry import register_benchmark
 from protocols.txn.store import Table
 
 CUSTOMER, ACCOUNT, LAST_TRADE, HISTORY = 0, 1, 2, 3
@@ -195,3 +196,10 @@ class CustomerPosition:
                 yield from tx.read_many([(HISTORY, (node, thread, i)) for i in range(hist)])
 
         return TxnSpec("customer_position", body, True, self.phase_ns)
+
+
+def _make(params: dict, nodes: int, threads: int, clock_hz: float, coroutines: int):
+    return CustomerPosition(TpceSpec(**params), nodes, threads, clock_hz)
+
+
+register_benchmark("tpce", _make)

@@ -1,4 +1,4 @@
-"""Transaction benchmark runner: builds a cluster, store and OCC system, runs a workload.
+"""Transaction benchmark runner: builds a cluster, store and protocol, runs a workload.
 
 :func:`build` wires everything for one point (used by tests too); :func:`run_txn_bench`
 runs the measured window and returns the metrics; :func:`run_scenario_point` is the
@@ -8,9 +8,14 @@ Metrics
     ``throughput_mtxns`` (committed transactions per second in the cluster [M/s]),
     ``throughput_mtxns_per_node``, ``lat_p50_us``/``lat_p90_us``/``lat_p99_us`` (first
     attempt to commit, retries included), ``abort_rate`` (aborted attempts / all
-    attempts), ``round_trips_per_txn`` (network round trips a committed transaction's
-    attempts waited for), ``lat_exec_us``/``lat_validate_us``/``lat_log_us``/
-    ``lat_commit_us`` (mean per-phase latency of committing attempts), ``cpu_util``
+    attempts), ``abort_rate_<cause>`` (the share of attempts aborted by each cause of
+    :data:`protocols.txn.api.CAUSES`), ``round_trips_per_txn`` (network round trips a
+    committed transaction's attempts waited for), ``lat_<stage>_us`` (mean time of
+    committing attempts in each of the protocol's stages: DrTM+H's ``exec``,
+    ``validate``, ``log``, ``commit``; RCC's ``read``, ``lock``, ``validate``,
+    ``renew``, ``log``, ``commit``, ``release`` as the protocol has them),
+    ``msg_rate_mpps`` (work requests the transaction layer posted, one-sided verbs and
+    RPC SENDs, per node and second [M/s]), ``cpu_util``
     (worker cores' busy share of the window), ``qpc_miss_rate`` (QP-context cache misses
     per lookup on all NICs in the window), ``committed`` (count in the window), and the
     NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter`
@@ -19,53 +24,40 @@ Metrics
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation, long_lived_heap
 
-from ..rpc import Mesh, RpcConfig
-from .occ import OccConfig, OccSystem, check_coroutines
+from ..rpc import Mesh
+from .driver import TxnSystem, abort_metrics, check_coroutines, stage_metrics
+from .registry import make_workload, protocol
 from .store import Store
 
 
 @dataclass
 class Bench:
     """Everything of one built point (:func:`build`): the simulation, cluster, RPC mesh,
-    store, OCC system and workload, with ``threads`` per node and ``coroutines`` per
-    thread. Run it once with :func:`run_txn_bench`."""
+    store, protocol (``cc``) and workload, with ``threads`` per node and ``coroutines``
+    per thread. Run it once with :func:`run_txn_bench`."""
 
     sim: Simulation
     cluster: Cluster
     mesh: Mesh
     store: Store
-    occ: OccSystem
+    cc: TxnSystem
     workload: Any
     threads: int
     coroutines: int
 
 
-def make_workload(benchmark: str, params: dict, nodes: int, threads: int, clock_hz: float,
-                  coroutines: int = 1):
-    """The workload object of ``benchmark`` (smallbank, tpcc, tpce) with ``params``, for
-    ``coroutines`` per thread (TPC-C gives each its own district by default)."""
-    if benchmark == "smallbank":
-        from workloads.smallbank import SmallBank, SmallBankSpec
-        return SmallBank(SmallBankSpec(**params), nodes, threads, clock_hz)
-    if benchmark == "tpcc":
-        from workloads.tpcc import TpccNewOrder, TpccSpec
-        return TpccNewOrder(TpccSpec(**params), nodes, threads, clock_hz, coroutines)
-    if benchmark == "tpce":
-        from workloads.tpce import CustomerPosition, TpceSpec
-        return CustomerPosition(TpceSpec(**params), nodes, threads, clock_hz)
-    raise ValueError(f"benchmark: smallbank, tpcc or tpce, not {benchmark!r}")
-
-
-def build(profile, nodes: int, threads: int, workload, cfg: OccConfig, coroutines: int,
+def build(profile, nodes: int, threads: int, workload, cfg, coroutines: int,
           nics_per_node: int = 1, seed: int = 1, qps_per_peer: int = 1,
-          topology: dict | None = None, cores: int | None = None, history=None) -> Bench:
-    """Cluster, endpoints, store and OCC system for one point (set-up CPU not charged).
+          topology: dict | None = None, cores: int | None = None, history=None,
+          kind: str = "occ") -> Bench:
+    """Cluster, endpoints, store and protocol ``kind`` (configured by ``cfg``, e.g. an
+    :class:`protocols.txn.occ.OccConfig`) for one point (set-up CPU not charged).
 
     ``workload`` has ``tables`` (a list of :class:`protocols.txn.store.Table`) and
     ``next_txn(rng, node, thread, coroutine) -> TxnSpec``; ``cpu_estimate_ns()`` [ns] is
@@ -78,17 +70,19 @@ def build(profile, nodes: int, threads: int, workload, cfg: OccConfig, coroutine
     sim = Simulation(seed)
     # The whole build runs with the cyclic collector held off (rnicsim.sim): after the
     # mesh's threads x nodes^2 QPs exist, a full collection triggered by the store's or
-    # the OCC system's allocations rescans all of them. Results do not depend on it.
+    # the protocol's allocations rescans all of them. Results do not depend on it.
+    entry = protocol(kind)
     with long_lived_heap():
         cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores,
                           topology=topology)
         mesh = Mesh(cluster, threads, cfg.rpc, rc=True, qps_per_peer=qps_per_peer,
                     in_flight=2 * coroutines + 8)
         store = Store(cluster, workload.tables, threads, cfg.rep_factor,
-                      cache_warm=cfg.index_cache)
-        occ = OccSystem(mesh, store, cfg, history)
+                      cache_warm=getattr(cfg, "index_cache", True),
+                      layout=entry.layout_of(cfg))
+        cc = entry.system(mesh, store, cfg, history)
     cluster.setup_done()
-    return Bench(sim, cluster, mesh, store, occ, workload, threads, coroutines)
+    return Bench(sim, cluster, mesh, store, cc, workload, threads, coroutines)
 
 
 def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
@@ -104,7 +98,7 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     # throughput oscillates with the period of a transaction (see stretch_window).
     est = getattr(b.workload, "cpu_estimate_ns", None)
     stagger = b.coroutines * est() if est is not None and b.coroutines > 1 else 0.0
-    b.occ.start(b.workload, b.coroutines, stagger)
+    b.cc.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
     cpu = sim.cpu_meter(_cores(b))
     util = b.cluster.utilization_meter()
@@ -123,7 +117,7 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
     out.update(util())
     if drain:
-        b.occ.stop()
+        b.cc.stop()
         sim.run()
     return out
 
@@ -143,7 +137,7 @@ def metrics(b: Bench, measure_ns: float, end_ns: float,
     ``cpu_util``: as given (:func:`run_txn_bench` measures the worker cores' mean busy
     share of the window with ``Simulation.cpu_meter``), else their share of the whole run
     up to ``end_ns``."""
-    st = b.occ.stats
+    st = b.cc.stats
     h = b.sim.stats.hist("txn_lat").summary()
     n = max(1, st.committed)
     nodes = len(b.cluster.nodes)
@@ -159,35 +153,28 @@ def metrics(b: Bench, measure_ns: float, end_ns: float,
         "lat_p99_us": h["p99"] / 1e3,
         "abort_rate": st.aborted / max(1, st.aborted + st.committed),
         "round_trips_per_txn": st.round_trips / n,
-        "lat_exec_us": st.phase_ns[0] / n / 1e3,
-        "lat_validate_us": st.phase_ns[1] / n / 1e3,
-        "lat_log_us": st.phase_ns[2] / n / 1e3,
-        "lat_commit_us": st.phase_ns[3] / n / 1e3,
+        **stage_metrics(st, b.cc.STAGES, n),
         "cpu_util": min(1.0, cpu_util),
         "committed": float(st.committed),
+        **abort_metrics(st),
     }
-
-
-def config_of(proto) -> OccConfig:
-    """The :class:`OccConfig` of a scenario's ``occ`` protocol block."""
-    from .systems import preset
-
-    cfg = preset(proto.preset, **proto.overrides())
-    # Passive ACK piggybacks RPC replies on requests unless told otherwise.
-    coalesce = cfg.passive_ack if proto.coalesce is None else proto.coalesce
-    rpc = RpcConfig(transport=proto.rpc_transport, doorbell_batch=proto.doorbell_batch,
-                    coalesce=coalesce)
-    return replace(cfg, rpc=rpc)
 
 
 def check_scenario_point(sc, profile) -> None:
     """Raise ValueError("key: expected") when this point of workload kind ``txn`` cannot
-    run: its transactions need a concurrency-control protocol (``protocol: {kind: occ}``)."""
+    run: its transactions need a concurrency-control protocol (``protocol: {kind: occ}``,
+    ``nowait``, ...), whose configuration must be valid for the point."""
+    from .registry import PROTOCOLS, _load
+
+    _load()
     kind = getattr(sc.protocol, "kind", None)
-    if kind != "occ":
-        raise ValueError(f"protocol.kind: occ, e.g. protocol: {{kind: occ, preset: drtmh}} "
-                         f"(workload kind txn runs its transactions over OCC; a file without "
-                         f"a protocol block gets raw_verbs), got {kind!r}")
+    if kind not in PROTOCOLS:
+        raise ValueError(f"protocol.kind: a concurrency-control protocol "
+                         f"({', '.join(sorted(PROTOCOLS))}), e.g. protocol: {{kind: occ, "
+                         f"preset: drtmh}} (workload kind txn runs its transactions over "
+                         f"one; a file without a protocol block gets raw_verbs), got "
+                         f"{kind!r}")
+    PROTOCOLS[kind].config_of(sc.protocol)
 
 
 def run_scenario_point(sc, profile) -> dict[str, float]:
@@ -195,7 +182,8 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     check_scenario_point(sc, profile)
     w = sc.workload
     proto = sc.protocol
-    cfg = config_of(proto)
+    entry = protocol(proto.kind)
+    cfg = entry.config_of(proto)
     wl = make_workload(w.benchmark, w.params(), sc.cluster.nodes, sc.cluster.threads,
                        profile.host.clock, w.coroutines)
     hist = None
@@ -205,7 +193,7 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
         hist = History()
     b = build(profile, sc.cluster.nodes, sc.cluster.threads, wl, cfg, w.coroutines,
               sc.cluster.nic.per_node, sc.run.seed, proto.qps_per_peer,
-              sc.cluster.topology.model_dump(), sc.cluster.cores, hist)
+              sc.cluster.topology.model_dump(), sc.cluster.cores, hist, proto.kind)
     warmup, measure = stretch_window(wl, w.coroutines, sc.run.warmup, sc.run.measure)
     out = run_txn_bench(b, warmup, measure)
     out["measure_us"] = measure / 1e3

@@ -89,35 +89,22 @@ phase's CPU (``phase_ns[2]``), part of which (building the log entry,
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from collections.abc import Generator
-from typing import Any, Callable
+from dataclasses import dataclass
 
 from rnicsim.verbs import CAS, READ, WRITE, WorkRequest
 
 from ..rpc import Endpoint, RpcConfig, Waiter
+from .api import Abort, Rec, Txn
+from .cc import SoftwareCosts
+from .driver import TxnSystem
+from .replication import KEY_BYTES, VER_BYTES, Replication
 from .store import BUCKET, HEADER, Store, pack_u64, parse_header, parse_record
 
 MODES = ("one_sided", "two_sided", "hybrid")
 TWO = ("one_sided", "two_sided")
 
-H_READ, H_READ_LOCK, H_LOCK, H_VALIDATE, H_LOG, H_COMMIT, H_RELEASE, H_RECLAIM = range(1, 9)
-KEY_BYTES = 12          # table id + key in a request
-VER_BYTES = 8
+H_READ, H_READ_LOCK, H_LOCK, H_VALIDATE, H_COMMIT, H_RELEASE = 1, 2, 3, 4, 6, 7
 ZERO8 = bytes(8)
-
-
-@dataclass(frozen=True)
-class SoftwareCosts:
-    """CPU of the transaction layer's own work [ns] (not the workload's)."""
-
-    local_access: float = 60.0      # read/lock/install a record in local memory
-    record_op: float = 80.0         # a handler's index lookup + operation, per record
-    copy_per_byte: float = 0.1      # memcpy of a log (about 10 GB/s)
-    log_apply: float = 60.0         # the log cleaner installing one logged write
-    cache_lookup: float = 20.0      # a location-cache probe
-    backoff: float = 1000.0         # base of the random back-off after an abort [ns]
-
 
 @dataclass(frozen=True)
 class OccConfig:
@@ -140,13 +127,34 @@ class OccConfig:
     no_abort: bool = False
     retry_backoff: bool = True
     only_execution: bool = False
+    # How an aborted attempt releases its locks; None: one-sided if locking or commit is
+    # one-sided, else a release RPC (DrTM+H). RCC's RELEASE stage sets it.
+    release: str | None = None
+    # Metric names of the phases: DrTM+H's four (E, V, L, C) or RCC's stages, which time
+    # locking and validation apart (read, lock, validate, log, commit).
+    rcc_stages: bool = False
     rpc: RpcConfig = RpcConfig()
     costs: SoftwareCosts = SoftwareCosts()
+
+    @property
+    def phase_keys(self) -> tuple[str, str, str, str]:
+        """The stage names of execution, locking, logging and commit."""
+        return ("read", "lock", "log", "commit") if self.rcc_stages else \
+            ("exec", "validate", "log", "commit")
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """Every stage name, in order (metric ``lat_<stage>_us``)."""
+        if self.rcc_stages:
+            return ("read", "lock", "validate", "log", "commit")
+        return ("exec", "validate", "log", "commit")
 
     def __post_init__(self) -> None:
         for k in ("execution", "ro_read"):
             if getattr(self, k) not in MODES:
                 raise ValueError(f"{k}: one of {', '.join(MODES)}, not {getattr(self, k)!r}")
+        if self.release is not None and self.release not in TWO:
+            raise ValueError(f"release: one of {', '.join(TWO)}, not {self.release!r}")
         for k in ("lock", "validate", "log", "commit", "ro_validate"):
             if getattr(self, k) not in TWO:
                 raise ValueError(f"{k}: one of {', '.join(TWO)}, not {getattr(self, k)!r}")
@@ -158,303 +166,65 @@ class OccConfig:
                              f"{self.rep_factor!r}")
 
 
-def check_coroutines(coroutines) -> None:
-    """``ValueError``/``TypeError`` unless ``coroutines`` (per worker thread) is a
-    positive integer: zero would run no transaction and report zero throughput."""
-    if isinstance(coroutines, bool) or not isinstance(coroutines, int):
-        raise TypeError(f"coroutines: a positive integer (per worker thread), got "
-                        f"{coroutines!r}")
-    if coroutines < 1:
-        raise ValueError(f"coroutines: a positive integer (per worker thread), got "
-                         f"{coroutines}")
-
-
-class Abort(Exception):
-    """A conflict: the transaction aborts and is retried."""
-
-
-class _Rec:
-    __slots__ = ("table", "key", "node", "slot", "version", "value", "locked", "new",
-                 "unit", "for_update", "pending")
-
-    def __init__(self, table: int, key, node: int, slot: int) -> None:
-        self.table = table
-        self.key = key
-        self.node = node
-        self.slot = slot
-        self.version = -1
-        self.value = b""
-        self.locked = False
-        self.new: bytes | None = None
-        self.unit = 0
-        self.for_update = False
-        self.pending: list | None = None   # a prefetch whose reply is not parsed yet
-
-
-@dataclass
-class TxnSpec:
-    """One transaction of a workload: ``body(tx)`` is a generator using the :class:`Txn`
-    API; ``phase_ns`` the coordinator CPU per phase (E, V, L, C) [ns]."""
-
-    name: str
-    body: Callable[["Txn"], Any]
-    read_only: bool = False
-    phase_ns: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
-
-
-@dataclass
-class TxnStats:
-    """Counters of the measured window."""
-
-    committed: int = 0
-    aborted: int = 0
-    round_trips: int = 0
-    by_type: dict = field(default_factory=dict)
-    phase_ns: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
-    deposits: int = 0          # money committed transactions added, whole run (SmallBank)
-
-
-class Txn:
-    """The API a workload's transaction body sees (one attempt)."""
-
-    __slots__ = ("co", "ep", "occ", "spec", "recs", "units", "inserted", "read_only",
-                 "phases", "owner", "delta", "local", "rts", "pending", "doomed")
-
-    def __init__(self, co: "Coordinator", spec: TxnSpec) -> None:
-        self.co = co
-        self.ep = co.ep
-        self.occ = co.occ
-        self.spec = spec
-        self.recs: dict[tuple[int, Any], _Rec] = {}
-        self.units = 0
-        self.inserted = 0
-        self.read_only = spec.read_only
-        self.phases = [0.0, 0.0, 0.0, 0.0]
-        self.owner = 0
-        self.delta = 0          # money the transaction adds (SmallBank conservation)
-        self.local = 0          # local read batches (each one atomic: no yield inside)
-        self.rts = 0            # network round trips waited for
-        self.pending: list = []  # prefetches posted and not waited for yet
-        self.doomed = False     # a read-lock failed; abort at commit (``no_abort``)
-
-    # ---------------------------------------------------------------- workload API
-    def compute(self, ns: float):
-        """CPU work of the transaction logic [ns] (yield it)."""
-        return self.ep.compute(ns)
-
-    def read(self, table: int, key, for_update: bool = False):
-        """Read one record; returns its value bytes (use ``yield from``): the value this
-        transaction wrote to it, if it did, else the committed value it read."""
-        vals = yield from self.read_many([(table, key)], for_update)
-        return vals[0]
-
-    def read_many(self, items, for_update: bool = False):
-        """Read records ``[(table, key), ...]``; returns their values in order (a record
-        this transaction wrote gives the value it wrote).
-
-        ``for_update`` (or a third item ``(table, key, for_update)``) marks them as going
-        to be written (FaSST's OCC locks them now; a record written without it is locked
-        in the validation phase). With ``outstanding`` the remote reads go out together;
-        otherwise one by one. A record prefetched earlier is waited for here (with its
-        whole prefetch). Only a record's first read decides its ``for_update``.
-        ``ValueError`` for a table the workload does not have or a key its ``place``
-        puts outside the table.
-        """
-        occ = self.occ
-        recs, todo = self._register(items, for_update)
-        for r in recs:
-            if r.pending is not None:
-                yield from occ.fetch_wait(self, r.pending)
-        if todo:
-            if occ.cfg.outstanding:
-                yield from occ.fetch(self, todo)
-            else:
-                for r in todo:
-                    yield from occ.fetch(self, [r])
-        return [r.value if r.new is None else r.new for r in recs]
-
-    def _register(self, items, for_update: bool):
-        occ = self.occ
-        recs = []
-        todo = []
-        for it in items:
-            table, key = it[0], it[1]
-            r = self.recs.get((table, key))
-            if r is None:
-                node, slot = occ.store.place(table, key)
-                r = self.recs[(table, key)] = _Rec(table, key, node, slot)
-                r.for_update = it[2] if len(it) > 2 else for_update
-                todo.append(r)
-            recs.append(r)
-        return recs, todo
-
-    def prefetch(self, items, for_update: bool = False):
-        """Speculative execution (seed 000 sec. 6.1: the transaction "can still
-        speculatively execute until the involved value is really used"): with outstanding
-        requests, post the reads of ``items`` together now and return without waiting;
-        the body goes on (its CPU overlaps the round trip) and waits for them when it
-        first reads one of them, as DrTM+H's TPC-C New-Order issues its remote stock
-        reads (``pending_read``), does its local work and then yields once for them.
-        Local records are read at once. Without outstanding requests, do nothing (each
-        record is read when the body asks for it)."""
-        if not self.occ.cfg.outstanding:
-            return
-        _, todo = self._register(items, for_update)
-        if todo:
-            st = yield from self.occ.fetch_post(self, todo)
-            if st is not None:
-                self.pending.append(st)
-
-    def write(self, table: int, key, value: bytes) -> None:
-        """Buffer a new value (bytes of the table's ``value_size``) for a record this
-        transaction has read (OCC installs versions of records it read: ``ValueError``
-        otherwise)."""
-        r = self.recs.get((table, key))
-        if r is None:
-            raise ValueError(f"Txn.write(table={table!r}, key={key!r}): the transaction "
-                             "has not read this record; read it first (read or read_many, "
-                             "with for_update=True under FaSST's OCC)")
-        if not isinstance(value, (bytes, bytearray)):
-            raise TypeError(f"Txn.write(table={table!r}, key={key!r}): value must be "
-                            f"bytes, got {type(value).__name__}")
-        if len(value) != self.occ.store.tables[table].value_size:
-            raise ValueError(f"table {table}: value of {len(value)} B, expected "
-                             f"{self.occ.store.tables[table].value_size}")
-        r.new = bytes(value)
-        self.read_only = False
-
-    def insert(self, nbytes: int) -> None:
-        """A local insert of ``nbytes`` (logged; costs the workload's CPU)."""
-        self.inserted += nbytes
-        self.read_only = False
-
-
-class Coordinator:
-    """The transaction coroutines of one worker thread (one per coroutine id)."""
-
-    def __init__(self, occ: "OccSystem", ep: Endpoint) -> None:
-        self.occ = occ
-        self.ep = ep
-        self.node = ep.node
-        self.reclaim: dict[int, list] = {}
-
-
-class OccSystem:
-    """OCC over a :class:`protocols.rpc.Mesh` and a :class:`Store` (see module doc).
-
-    ``history``: a :class:`protocols.txn.history.History` that records every committed
-    transaction (reads with the version seen, writes with the version installed) and
-    counts every aborted attempt (ids ``"a1"``, ``"a2"``, ... in the order they abort;
-    committed ones are numbered 1, 2, ... in commit order), warm-up included.
-    """
+class OccSystem(TxnSystem):
+    """OCC over a :class:`protocols.rpc.Mesh` and a :class:`Store` (see module doc)."""
 
     def __init__(self, mesh, store: Store, cfg: OccConfig, history=None) -> None:
-        self.mesh = mesh
-        self.sim = mesh.sim
-        self.store = store
-        self.cfg = cfg
-        self.history = history
-        self.stats = TxnStats()
-        self.costs = cfg.costs
-        self._next_tid = 0
-        self._next_aid = 0
-        self._stopped = False
-        self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
-        for ep in mesh.endpoints.values():
-            self._register(ep)
+        self.repl = None
+        self.STAGES = cfg.stage_names
+        self.phase_keys = cfg.phase_keys
+        super().__init__(mesh, store, cfg, history)
 
-    # ================================================================ coroutines
-    def start(self, workload, coroutines: int, stagger_ns: float = 0.0) -> None:
-        """Run ``coroutines`` transaction coroutines on every worker thread; each starts
-        after a random delay in ``[0, stagger_ns)`` (0: all at once). ``ValueError``
-        unless ``coroutines`` is a positive integer."""
-        check_coroutines(coroutines)
-        for (node, i), co in self.coords.items():
-            for c in range(coroutines):
-                co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
+    def register(self, ep: Endpoint) -> None:
+        if self.repl is None:
+            self.repl = Replication(self, self.cfg.log_to, self.cfg.reclaim_every)
+        self.repl.register(ep)
+        self._register(ep)
 
-    def stop(self) -> None:
-        """Start no new transaction (running ones finish)."""
-        self._stopped = True
+    # ================================================================ driver hooks
+    def prefetches(self) -> bool:
+        return self.cfg.outstanding
 
-    def _coroutine(self, ep: Endpoint, co: Coordinator, c: int, workload,
-                   stagger_ns: float = 0.0):
-        sim = self.sim
-        rng = sim.rng(f"txn/n{ep.node}/t{ep.index}/c{c}")
-        if stagger_ns > 0:
-            yield sim.timeout(float(sim.rng(f"txn-start/n{ep.node}/t{ep.index}/c{c}").random())
-                              * stagger_ns)
-        owner = (ep.node << 16) | (ep.index << 10) | (c + 1)
-        st = self.stats
-        while not self._stopped:
-            spec = workload.next_txn(rng, ep.node, ep.index, c)
-            t0 = sim.env._now
-            tries = 0
-            rts = 0
-            while True:
-                tx = Txn(co, spec)
+    def read_records(self, tx: Txn, todo: list[Rec]):
+        if self.cfg.outstanding:
+            yield from self.fetch(tx, todo)
+        else:
+            for r in todo:
+                yield from self.fetch(tx, [r])
+
+    def write_unread(self, tx: Txn, table: int, key):
+        raise ValueError(f"Txn.write(table={table!r}, key={key!r}): the transaction "
+                         "has not read this record; read it first (read or read_many, "
+                         "with for_update=True under FaSST's OCC)")
+
+    def settle(self, tx: Txn):
+        if self.cfg.lock_in_execution:
+            # Prefetches still in flight may win locks: parse them first, so that every
+            # lock won is released.
+            while tx.pending:
                 try:
-                    yield from self._attempt(tx, owner)
-                    break
+                    yield from self.fetch_wait(tx, tx.pending[0])
                 except Abort:
-                    if self.cfg.lock_in_execution:
-                        # Prefetches still in flight may win locks: parse them first, so
-                        # that every lock won is released.
-                        while tx.pending:
-                            try:
-                                yield from self.fetch_wait(tx, tx.pending[0])
-                            except Abort:
-                                pass
-                    rts += tx.rts
-                    tries += 1
-                    if sim.measuring:
-                        st.aborted += 1
-                    if self.history is not None:
-                        self._next_aid += 1
-                        self.history.abort(f"a{self._next_aid}")
-                    yield from self._release(tx)
-                    if self.cfg.retry_backoff:
-                        hi = self.costs.backoff * (1 << min(tries, 6))
-                        yield sim.timeout(float(rng.random()) * hi)
-                    else:
-                        # yield_next: give the thread to the coroutines ready now, then
-                        # retry (bench_worker.cc, see the module doc)
-                        yield sim.timeout(0.0)
-            st.deposits += tx.delta
-            if sim.measuring:
-                st.round_trips += rts + tx.rts
-                st.committed += 1
-                st.by_type[spec.name] = st.by_type.get(spec.name, 0) + 1
-                sim.stats.hist("txn_lat").add(sim.env._now - t0)
-                ph = st.phase_ns
-                for k in range(4):
-                    ph[k] += tx.phases[k]
+                    pass
 
-    # ================================================================ one attempt
-    def _attempt(self, tx: Txn, owner: int):
+    def attempt(self, tx: Txn, owner: int):
         sim = self.sim
         spec = tx.spec
-        t = sim.env._now
+        E, V, L, C = self.phase_keys
+        t = sim.now
         if spec.phase_ns[0]:
             yield tx.ep.compute(spec.phase_ns[0])
         tx.owner = owner
-        body = spec.body(tx)
-        if not isinstance(body, Generator):
-            raise TypeError(f"transaction {spec.name!r}: TxnSpec.body(tx) must return a "
-                            "generator (a def that yields, e.g. 'v = yield from "
-                            f"tx.read(table, key)'), got {type(body).__name__}")
-        yield from body
-        while tx.pending:
-            yield from self.fetch_wait(tx, tx.pending[0])
+        yield from self.run_body(tx)
         if tx.doomed:
-            raise Abort
-        now = sim.env._now
-        tx.phases[0] = now - t
+            raise Abort("lock")
+        now = sim.now
+        tx.phases[E] = now - t
         if self.cfg.only_execution:
             # TX_ONLY_EXE: the transaction ends with its execution phase (locks taken in
             # execution are released, nothing is validated, logged, written or recorded).
-            yield from self._release(tx)
-            tx.phases[0] = sim.env._now - t     # the phases add up to the latency
+            yield from self.release(tx)
+            tx.phases[E] = sim.now - t     # the phases add up to the latency
             return
         t = now
         recs = list(tx.recs.values())
@@ -466,8 +236,8 @@ class OccSystem:
             # straddle another transaction's commit and need validation.
             if tx.units + tx.local > 1:
                 yield from self._validate(tx, recs, self.cfg.ro_validate)
-            tx.phases[1] = sim.env._now - t
-            self._record(tx)
+            tx.phases["validate"] = sim.now - t
+            self.record(tx)
             return
         writes = [r for r in recs if r.new is not None]
         reads = [r for r in recs if r.new is None and not r.locked]
@@ -482,18 +252,23 @@ class OccSystem:
             late = [r for r in writes if not r.locked]
             if late:
                 yield from self._lock(tx, late, owner)
+        if V != "validate":
+            # RCC's stages: the lock stage and the validation stage timed apart
+            now = sim.now
+            tx.phases[V] = now - t
+            t = now
         if reads:
             yield from self._validate(tx, reads, self.cfg.validate)
-        now = sim.env._now
-        tx.phases[1] = now - t
+        now = sim.now
+        tx.phases["validate"] = now - t
         t = now
         # L: replicate the log; the transaction commits when every backup has it.
         if spec.phase_ns[2]:
             yield tx.ep.compute(spec.phase_ns[2])
-        yield from self._log(tx, writes)
-        self._record(tx)
-        now = sim.env._now
-        tx.phases[2] = now - t
+        yield from self.repl.log(tx, writes, self.cfg.log)
+        self.record(tx)
+        now = sim.now
+        tx.phases[L] = now - t
         t = now
         # C: install and unlock.
         if spec.phase_ns[3]:
@@ -501,26 +276,17 @@ class OccSystem:
         yield from self._commit(tx, writes)
         if any(r.locked for r in recs):
             # Records locked for update (FaSST's read-lock) but not written: unlock them.
-            yield from self._release(tx)
-        tx.phases[3] = sim.env._now - t
-
-    def _record(self, tx: Txn) -> None:
-        if self.history is None:
-            return
-        self._next_tid += 1
-        reads = [((r.table, r.key), r.version) for r in tx.recs.values()]
-        writes = [((r.table, r.key), r.version + 1) for r in tx.recs.values()
-                  if r.new is not None]
-        self.history.commit(self._next_tid, reads, writes)
+            yield from self.release(tx)
+        tx.phases[C] = sim.now - t
 
     # ================================================================ execution
-    def fetch(self, tx: Txn, recs: list[_Rec]):
+    def fetch(self, tx: Txn, recs: list[Rec]):
         """Read ``recs`` (not yet read) as the execution configuration says."""
         st = yield from self.fetch_post(tx, recs)
         if st is not None:
             yield from self.fetch_wait(tx, st)
 
-    def fetch_post(self, tx: Txn, recs: list[_Rec]):
+    def fetch_post(self, tx: Txn, recs: list[Rec]):
         """Read the local records of ``recs`` and post the requests for the remote ones;
         returns the state :meth:`fetch_wait` finishes (None when all are local)."""
         ep = tx.ep
@@ -542,7 +308,7 @@ class OccSystem:
                     r.locked = True
             lock, r.version, r.value = store.read_local(node, r.table, r.slot)
             if lock and not r.locked and not cfg.no_abort:
-                raise Abort
+                raise Abort("lock")
         if local:
             yield ep.compute(self.costs.local_access * len(local))
         if not remote:
@@ -555,7 +321,7 @@ class OccSystem:
                 continue
             hit = cfg.index_cache and cache.lookup(r.table, r.key)
             if cfg.index_cache:
-                ep.thread.reserve(self.sim.env._now, self.costs.cache_lookup)
+                ep.thread.reserve(self.sim.now, self.costs.cache_lookup)
             if hit:
                 one.append(r)
             elif mode == "hybrid":
@@ -571,7 +337,7 @@ class OccSystem:
                                  store.rkeys[r.node], store.bucket_offset(r.table, r.slot))
                 posts.append((ep.rc_qp(r.node), [wr]))
         self._post_reads(tx, one, posts, lock_now)
-        by_node = self._group(rpc)
+        by_node = self.group(rpc)
         calls = []
         for i, (n, rs) in enumerate(by_node.items()):
             hid = H_READ
@@ -638,10 +404,10 @@ class OccSystem:
         does (``OCCFast::parse_batch_result`` only sets ``abort_``; ``commit`` checks it
         after the transaction body has run)."""
         if not self.cfg.no_abort:
-            raise Abort
+            raise Abort("lock")
         tx.doomed = True
 
-    def _post_reads(self, tx: Txn, recs: list[_Rec], posts: list, lock_now: bool) -> None:
+    def _post_reads(self, tx: Txn, recs: list[Rec], posts: list, lock_now: bool) -> None:
         ep = tx.ep
         store = self.store
         for r in recs:
@@ -656,7 +422,7 @@ class OccSystem:
             else:
                 posts.append((ep.rc_qp(r.node), [read]))
 
-    def _parse_reads(self, recs: list[_Rec], results: dict, lock_now: bool) -> bool:
+    def _parse_reads(self, recs: list[Rec], results: dict, lock_now: bool) -> bool:
         """Fill ``recs`` from their READ (and CAS) completions; True on a conflict."""
         failed = False
         for r in recs:
@@ -671,18 +437,11 @@ class OccSystem:
         return failed
 
     @staticmethod
-    def _group(recs: list[_Rec]) -> dict[int, list[_Rec]]:
-        out: dict[int, list[_Rec]] = {}
-        for r in recs:
-            out.setdefault(r.node, []).append(r)
-        return out
-
-    @staticmethod
     def _rt(tx: Txn, n: int = 1) -> None:
         tx.rts += n
 
     # ================================================================ validation
-    def _lock(self, tx: Txn, writes: list[_Rec], owner: int):
+    def _lock(self, tx: Txn, writes: list[Rec], owner: int):
         """Lock the write set and check each version (one round trip)."""
         ep = tx.ep
         store = self.store
@@ -691,7 +450,7 @@ class OccSystem:
         remote = []
         for r in writes:
             if r.node == node:
-                ep.thread.reserve(self.sim.env._now, self.costs.local_access)
+                ep.thread.reserve(self.sim.now, self.costs.local_access)
                 if store.lock_local(node, r.table, r.slot, owner) != 0:
                     failed = True
                     continue
@@ -701,7 +460,7 @@ class OccSystem:
             else:
                 remote.append(r)
         if failed:
-            self._conflict()
+            self._conflict("lock")
         if not remote:
             return
         w = Waiter(ep)
@@ -717,7 +476,7 @@ class OccSystem:
                 posts.append((ep.rc_qp(r.node), [cas, ver]))
             ep.post_group(posts, w)
         else:
-            groups = self._group(remote)
+            groups = self.group(remote)
             for i, (n, rs) in enumerate(groups.items()):
                 items = [(r.table, r.slot, r.version) for r in rs]
                 ep.call(n, H_LOCK, (items, owner), len(rs) * (KEY_BYTES + VER_BYTES) + 8,
@@ -736,9 +495,9 @@ class OccSystem:
                     r.locked = acq
                     failed |= not ok
         if failed:
-            self._conflict()
+            self._conflict("lock")
 
-    def _validate(self, tx: Txn, reads: list[_Rec], how: str):
+    def _validate(self, tx: Txn, reads: list[Rec], how: str):
         """Check that no record of ``reads`` changed or is locked since it was read."""
         ep = tx.ep
         store = self.store
@@ -747,13 +506,13 @@ class OccSystem:
         remote = []
         for r in reads:
             if r.node == node:
-                ep.thread.reserve(self.sim.env._now, self.costs.local_access)
+                ep.thread.reserve(self.sim.now, self.costs.local_access)
                 lock, ver = store.header_local(node, r.table, r.slot)
                 failed |= bool(lock and not r.locked) or ver != r.version
             else:
                 remote.append(r)
         if failed:
-            self._conflict()
+            self._conflict("validation")
         if not remote:
             return
         w = Waiter(ep)
@@ -766,7 +525,7 @@ class OccSystem:
                 posts.append((ep.rc_qp(r.node), [wr]))
             ep.post_group(posts, w)
         else:
-            groups = self._group(remote)
+            groups = self.group(remote)
             for i, (n, rs) in enumerate(groups.items()):
                 items = [(r.table, r.slot, r.version) for r in rs]
                 ep.call(n, H_VALIDATE, items, len(rs) * (KEY_BYTES + VER_BYTES), True, w, i)
@@ -780,76 +539,16 @@ class OccSystem:
             for i, rs in enumerate(groups.values()):
                 failed |= not all(w.replies[i])
         if failed:
-            self._conflict()
+            self._conflict("validation")
 
-    def _conflict(self) -> None:
+    def _conflict(self, cause: str) -> None:
         """A failed lock or validation: abort, unless ``no_abort`` (the released DrTM+H
         code goes on, see the module doc)."""
         if not self.cfg.no_abort:
-            raise Abort
+            raise Abort(cause)
 
     # ================================================================ logging
-    def _log_targets(self, tx: Txn, writes: list[_Rec]) -> list[int]:
-        store = self.store
-        me = tx.ep.node
-        targets = set(store.backups(me))
-        if self.cfg.log_to == "participants":
-            for n in {r.node for r in writes}:
-                targets.update(store.backups(n))
-        return sorted(targets)
-
-    def _log(self, tx: Txn, writes: list[_Rec]):
-        store = self.store
-        if store.rep == 0:
-            return
-        ep = tx.ep
-        me = ep.node
-        size = 16 + tx.inserted + sum(KEY_BYTES + 4 + VER_BYTES + len(r.new) for r in writes)
-        entries = [(r.node, r.table, r.slot, r.version + 1, r.new) for r in writes]
-        targets = self._log_targets(tx, writes)
-        w = Waiter(ep)
-        posts = []
-        remote = 0
-        for n in targets:
-            if n == me:
-                ep.thread.reserve(self.sim.env._now, self.costs.copy_per_byte * size)
-                self._apply_entries(me, entries)
-                continue
-            remote += 1
-            if self.cfg.log == "one_sided":
-                co = self.coords[(me, ep.index)]
-                off = store.ring_offset(me, ep.index) + co.reclaim.setdefault(n, [0])[0]
-                wr = WorkRequest(WRITE, size, None, True, size <= ep.ctx.max_inline and
-                                 size < 64, None, 0, store.rkeys[n], off)
-                posts.append((ep.rc_qp(n), [wr]))
-            else:
-                ep.call(n, H_LOG, size, size, True, w, n)
-        if posts:
-            ep.post_group(posts, w)
-        if remote:
-            self._rt(tx)
-        yield w.arm()
-        for n in targets:
-            if n != me:
-                self._reclaim_later(ep, n, entries, size)
-
-    def _reclaim_later(self, ep: Endpoint, n: int, entries: list, size: int) -> None:
-        co = self.coords[(ep.node, ep.index)]
-        st = co.reclaim.setdefault(n, [0])
-        st[0] = (st[0] + size) % max(1, self.store.log_ring - 4096)
-        st.extend(entries)
-        if len(st) - 1 >= self.cfg.reclaim_every:
-            batch = st[1:]
-            del st[1:]
-            ep.call(n, H_RECLAIM, batch, 8, False)
-
-    def _apply_entries(self, node: int, entries: list) -> None:
-        store = self.store
-        for primary, table, slot, ver, val in entries:
-            store.apply_backup(node, primary, table, slot, ver, val)
-
-    # ================================================================ commit / abort
-    def _commit(self, tx: Txn, writes: list[_Rec]):
+    def _commit(self, tx: Txn, writes: list[Rec]):
         ep = tx.ep
         store = self.store
         node = ep.node
@@ -858,7 +557,7 @@ class OccSystem:
         remote = []
         for r in writes:
             if r.node == node:
-                ep.thread.reserve(self.sim.env._now, self.costs.local_access)
+                ep.thread.reserve(self.sim.now, self.costs.local_access)
                 store.install_local(node, r.table, r.slot, r.version + 1, r.new)
                 store.unlock_local(node, r.table, r.slot)
                 r.locked = False
@@ -900,7 +599,7 @@ class OccSystem:
             self._rt(tx)
         yield w.arm()
 
-    def _release(self, tx: Txn):
+    def release(self, tx: Txn):
         """Unlock what an aborted attempt locked (no reply awaited)."""
         ep = tx.ep
         store = self.store
@@ -916,14 +615,18 @@ class OccSystem:
                 remote.append(r)
         if not remote:
             return
-        if self.cfg.commit == "one_sided" or self.cfg.lock == "one_sided":
+        how = self.cfg.release
+        if how is None:
+            how = "one_sided" if "one_sided" in (self.cfg.commit, self.cfg.lock) else \
+                "two_sided"
+        if how == "one_sided":
             for r in remote:
                 wu = WorkRequest(WRITE, 8, None, False, True, None, 0, store.rkeys[r.node],
                                  store.offset(r.table, r.slot))
                 wu.data = ZERO8
                 ep.post_nowait(ep.rc_qp(r.node), [wu])
         else:
-            for n, rs in self._group(remote).items():
+            for n, rs in self.group(remote).items():
                 ep.call(n, H_RELEASE, [(r.table, r.slot) for r in rs], len(rs) * KEY_BYTES,
                         False)
         yield ep.compute(0.0)
@@ -975,9 +678,6 @@ class OccSystem:
                 out.append(lk == 0 and v == ver)
             return out, len(items), op * len(items)
 
-        def log(src, size):
-            return True, 1, c.copy_per_byte * size
-
         def commit(src, items):
             for table, slot, ver, val in items:
                 store.install_local(node, table, slot, ver, val)
@@ -989,11 +689,7 @@ class OccSystem:
                 store.unlock_local(node, table, slot)
             return None, 0, op * len(items)
 
-        def reclaim(src, entries):
-            self._apply_entries(node, entries)
-            return None, 0, c.log_apply * len(entries)
-
         for hid, fn in ((H_READ, read), (H_READ_LOCK, read_lock), (H_LOCK, lock),
-                        (H_VALIDATE, validate), (H_LOG, log), (H_COMMIT, commit),
-                        (H_RELEASE, release), (H_RECLAIM, reclaim)):
+                        (H_VALIDATE, validate), (H_COMMIT, commit),
+                        (H_RELEASE, release)):
             ep.register(hid, fn)

@@ -1,22 +1,47 @@
-"""Scenario kinds of the transaction layer: workloads ``txn`` and ``rpc``, protocol ``occ``.
+"""Scenario kinds of the transaction layer: workloads ``txn`` and ``rpc``, the protocols.
 
 Imported lazily by :mod:`rnicsim.scenario` (its ``PLUGINS`` list). ``txn`` runs
-SmallBank, TPC-C New-Order or TPC-E Customer-Position over OCC
-(:mod:`protocols.txn.bench`); ``rpc`` is the RPC-transport benchmark of
-:mod:`protocols.rpc`; ``occ`` picks a system preset (:mod:`protocols.txn.systems`) and
-optionally overrides its per-phase primitives and options.
+SmallBank, TPC-C New-Order, TPC-E Customer-Position or YCSB over a concurrency-control
+protocol (:mod:`protocols.txn.bench`); ``rpc`` is the RPC-transport benchmark of
+:mod:`protocols.rpc`. Protocols: ``occ`` picks a DrTM+H system preset
+(:mod:`protocols.txn.systems`) and optionally overrides its per-phase primitives, or,
+with ``verbs``, runs RCC's OCC; ``nowait``, ``waitdie``, ``mvcc``, ``sundial`` and
+``calvin`` are RCC's other protocols. RCC's protocols take ``verbs``: ``rpc``,
+``one_sided`` or ``hybrid`` with a per-stage choice (``stages``, or RCC's bit mask
+``hybrid_code``; :mod:`protocols.txn.cc`).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rnicsim.scenario import Duration, Size, register_protocol, register_workload
 
+from ..rpc import RpcConfig
+from .cc import ONE, resolve_stages
+from .occ import OccConfig, OccSystem
+from .registry import register_protocol as register_cc
+from .store import OCC_LAYOUT
+
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 Mode = Literal["one_sided", "two_sided", "hybrid"]
 Side = Literal["one_sided", "two_sided"]
+Verbs = Literal["rpc", "one_sided", "hybrid"]
+StageVerbs = Literal["rpc", "one_sided"]
+
+# The stages of each of RCC's protocols (protocols.txn.cc.STAGE_BITS): what
+# ``protocol.stages`` may name and which ``hybrid_code`` bits are read.
+STAGES = {
+    "occ": ("read", "lock", "validate", "log", "commit", "release"),
+    "nowait": ("lock", "read", "log", "release", "commit"),
+    "waitdie": ("lock", "read", "log", "release", "commit"),
+    "mvcc": ("lock", "read", "log", "release", "commit"),
+    "sundial": ("lock", "read", "log", "release", "commit", "renew"),
+    "calvin": ("read", "log", "release", "commit", "txn_broadcast_input",
+               "value_forwarding"),
+}
 
 
 class TxnWorkload(BaseModel):
@@ -24,7 +49,7 @@ class TxnWorkload(BaseModel):
 
     model_config = _STRICT
     kind: Literal["txn"]
-    benchmark: Literal["smallbank", "tpcc", "tpce"]
+    benchmark: Literal["smallbank", "tpcc", "tpce", "ycsb"]
     coroutines: int = Field(10, ge=1, le=256)
     # Record every committed transaction (ids, read and written keys with versions); the
     # point's row gets ``serializable`` (1 or 0) and ``history_txns``, and the history is
@@ -35,6 +60,12 @@ class TxnWorkload(BaseModel):
     accounts_per_thread: int = Field(100_000, ge=1)
     hot_fraction: float = Field(0.04, gt=0, le=1)
     hot_probability: float = Field(0.9, ge=0, le=1)
+    # Percent per transaction type (send_payment, deposit_checking, balance,
+    # transact_saving, write_check, amalgamate); default DrTM+H's 25/15/15/15/15/15. RCC's
+    # runs use 17/17/17/16/17/16 (co2.bank).
+    smallbank_mix: Optional[dict[Literal["send_payment", "deposit_checking", "balance",
+                                         "transact_saving", "write_check", "amalgamate"],
+                                 float]] = None
     # TPC-C New-Order
     warehouses_per_node: Optional[int] = Field(None, ge=1)
     remote_item_pct: float = Field(100.0, ge=0, le=100)
@@ -56,13 +87,32 @@ class TxnWorkload(BaseModel):
     tpce_history_pct: float = Field(50.0, ge=0, le=100)
     tpce_logic: Duration = 1000.0
     tpce_per_row: Duration = 1300.0     # fitted (workloads/tpce.py TpceSpec.per_row)
+    # YCSB as RCC configures it (workloads/ycsb.py): records and hot records per node,
+    # the share of picks forced into the hot area, operations per transaction, the
+    # probability that one is a write, the computation before commit, the value size.
+    ycsb_records_per_node: int = Field(300_000, ge=1)
+    ycsb_hot_records_per_node: int = Field(300, ge=1)
+    ycsb_hot_probability: float = Field(0.1, ge=0, le=1)
+    ycsb_ops: int = Field(10, ge=1, le=64)
+    ycsb_write_probability: float = Field(0.2, ge=0, le=1)
+    ycsb_compute: Duration = 5000.0
+    ycsb_value_size: Size = Field(64, ge=8)
 
     def params(self) -> dict:
         """Constructor arguments of the benchmark's spec."""
         if self.benchmark == "smallbank":
-            return {"accounts_per_thread": self.accounts_per_thread,
-                    "hot_fraction": self.hot_fraction,
-                    "hot_probability": self.hot_probability}
+            out = {"accounts_per_thread": self.accounts_per_thread,
+                   "hot_fraction": self.hot_fraction,
+                   "hot_probability": self.hot_probability}
+            if self.smallbank_mix is not None:
+                out["mix"] = tuple(self.smallbank_mix.items())
+            return out
+        if self.benchmark == "ycsb":
+            return {"records_per_node": self.ycsb_records_per_node,
+                    "hot_records_per_node": self.ycsb_hot_records_per_node,
+                    "hot_probability": self.ycsb_hot_probability,
+                    "ops": self.ycsb_ops, "write_probability": self.ycsb_write_probability,
+                    "compute": self.ycsb_compute, "value_size": self.ycsb_value_size}
         if self.benchmark == "tpcc":
             return {"warehouses_per_node": self.warehouses_per_node,
                     "remote_item_pct": self.remote_item_pct, "logic": self.tpcc_logic,
@@ -134,6 +184,30 @@ class OccProtocol(BaseModel):
     coalesce: Optional[bool] = None
     rpc_transport: Literal["ud", "rc", "write_imm"] = "ud"
     qps_per_peer: int = Field(1, ge=1)
+    # RCC's OCC instead of a DrTM+H design: every stage over RPC or one-sided verbs, or
+    # a hybrid (stages / hybrid_code). Excludes the preset and per-phase keys above.
+    verbs: Optional[Verbs] = None
+    stages: Optional[dict[str, StageVerbs]] = None
+    hybrid_code: Optional[int] = None
+
+    @model_validator(mode="after")
+    def _rcc(self) -> "OccProtocol":
+        if self.verbs is None:
+            for k in ("stages", "hybrid_code"):
+                if getattr(self, k) is not None:
+                    raise ValueError(f"protocol.{k}: only with protocol.verbs: hybrid "
+                                     "(RCC's OCC)")
+            return self
+        drtmh = ("preset", "execution", "index_cache", "lock", "validation", "log",
+                 "commit", "ro_read", "ro_validate", "lock_in_execution", "log_to",
+                 "no_abort", "only_execution")
+        for k in drtmh:
+            if k in self.model_fields_set:
+                raise ValueError(f"protocol.{k}: a DrTM+H design key; with protocol.verbs "
+                                 f"(RCC's OCC) choose the verbs per stage with "
+                                 f"protocol.stages or protocol.hybrid_code instead")
+        resolve_stages(STAGES["occ"], self.verbs, self.stages, self.hybrid_code)
+        return self
 
     def overrides(self) -> dict:
         """The OccConfig fields this block sets."""
@@ -150,6 +224,135 @@ class OccProtocol(BaseModel):
         return out
 
 
+def occ_config(proto: OccProtocol) -> OccConfig:
+    """The :class:`OccConfig` of a scenario's ``occ`` protocol block: a DrTM+H preset
+    with overrides, or RCC's OCC when ``verbs`` is given (RCC's build: location cache,
+    no passive ACK, no outstanding requests, aborts real, retry at once; lock and
+    validation timed as stages of their own)."""
+    from .systems import preset
+
+    if proto.verbs is not None:
+        ch = resolve_stages(STAGES["occ"], proto.verbs, proto.stages, proto.hybrid_code)
+        side = {s: ("one_sided" if v == ONE else "two_sided") for s, v in ch.items()}
+        cfg = OccConfig(execution=side["read"], index_cache=True, lock=side["lock"],
+                        validate=side["validate"], log=side["log"], commit=side["commit"],
+                        release=side["release"], ro_read=side["read"],
+                        ro_validate=side["validate"], passive_ack=False, outstanding=False,
+                        retry_backoff=False, rcc_stages=True)
+        over = {k: getattr(proto, k) for k in ("passive_ack", "outstanding",
+                                               "retry_backoff", "rep_factor")
+                if getattr(proto, k) is not None}
+        cfg = replace(cfg, **over)
+    else:
+        cfg = preset(proto.preset, **proto.overrides())
+    # Passive ACK piggybacks RPC replies on requests unless told otherwise.
+    coalesce = cfg.passive_ack if proto.coalesce is None else proto.coalesce
+    rpc = RpcConfig(transport=proto.rpc_transport, doorbell_batch=proto.doorbell_batch,
+                    coalesce=coalesce)
+    return replace(cfg, rpc=rpc)
+
+
+class _RccProtocol(BaseModel):
+    """Keys every RCC protocol has: the verbs per stage and how RPCs travel.
+
+    ``retry_backoff`` false retries an aborted transaction at once behind the thread's
+    ready coroutines (RCC's BenchWorker); ``passive_ack`` sends commit and release
+    messages without replies (RCC runs with PA 0)."""
+
+    model_config = _STRICT
+    verbs: Verbs = "one_sided"
+    stages: Optional[dict[str, StageVerbs]] = None
+    hybrid_code: Optional[int] = None
+    rpc_transport: Literal["ud", "rc", "write_imm"] = "ud"
+    doorbell_batch: int = Field(16, ge=1)
+    coalesce: bool = False
+    qps_per_peer: int = Field(1, ge=1)
+    rep_factor: int = Field(2, ge=0, le=2)
+    retry_backoff: bool = False
+    passive_ack: bool = False
+
+    @model_validator(mode="after")
+    def _stages(self):
+        resolve_stages(STAGES[self.kind], self.verbs, self.stages, self.hybrid_code)
+        return self
+
+    def options(self) -> dict:
+        """The protocol's own keys."""
+        return {}
+
+
+class NowaitProtocol(_RccProtocol):
+    """NO_WAIT two-phase locking: a lock found held aborts at once."""
+
+    kind: Literal["nowait"]
+
+
+class WaitdieProtocol(_RccProtocol):
+    """WAIT_DIE two-phase locking: an older requester waits, a younger one dies."""
+
+    kind: Literal["waitdie"]
+
+
+class MvccProtocol(_RccProtocol):
+    """Multi-version timestamp ordering with ``versions`` slots per record (RCC: 4)."""
+
+    kind: Literal["mvcc"]
+    versions: int = Field(4, ge=1, le=16)
+
+    def options(self) -> dict:
+        return {"versions": self.versions}
+
+
+class SundialProtocol(_RccProtocol):
+    """SUNDIAL: logical leases on read records, renewed before commit."""
+
+    kind: Literal["sundial"]
+
+
+class CalvinProtocol(_RccProtocol):
+    """CALVIN: deterministic scheduling of epochs of sequenced transactions.
+
+    ``epoch_batch``: requests a sequencer puts in one epoch (RCC:
+    ``MAX_CALVIN_REQ_CNTS`` 10)."""
+
+    kind: Literal["calvin"]
+    epoch_batch: int = Field(10, ge=1, le=64)
+
+    def options(self) -> dict:
+        return {"epoch_batch": self.epoch_batch}
+
+
+def rcc_config(proto: _RccProtocol):
+    """The :class:`protocols.txn.cc.CcConfig` of an RCC protocol block."""
+    from .cc import CcConfig
+
+    ch = resolve_stages(STAGES[proto.kind], proto.verbs, proto.stages, proto.hybrid_code)
+    rpc = RpcConfig(transport=proto.rpc_transport, doorbell_batch=proto.doorbell_batch,
+                    coalesce=proto.coalesce)
+    return CcConfig(stages=ch, rpc=rpc, rep_factor=proto.rep_factor,
+                    retry_backoff=proto.retry_backoff, passive_ack=proto.passive_ack,
+                    options=proto.options())
+
+
+def _lazy(kind: str):
+    """The protocol module's system class and layout, imported when first used."""
+    import importlib
+
+    def system(*a):
+        return importlib.import_module(f"protocols.txn.{kind}").System(*a)
+
+    def layout(cfg):
+        return importlib.import_module(f"protocols.txn.{kind}").layout(cfg)
+
+    return system, layout
+
+
 register_workload("txn", TxnWorkload, "protocols.txn.bench:run_scenario_point")
 register_workload("rpc", RpcWorkload, "protocols.rpc:run_scenario_point")
 register_protocol("occ", OccProtocol)
+register_cc("occ", OccSystem, occ_config, lambda cfg: OCC_LAYOUT)
+for _m in (NowaitProtocol, WaitdieProtocol, MvccProtocol, SundialProtocol, CalvinProtocol):
+    _k = _m.model_fields["kind"].annotation.__args__[0]
+    _system, _layout = _lazy(_k)
+    register_protocol(_k, _m)
+    register_cc(_k, _system, rcc_config, _layout)

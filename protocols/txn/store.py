@@ -52,6 +52,33 @@ _HDR = struct.Struct("<QQ")
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How one protocol lays a record out: a ``header`` [B] of protocol words (lock word,
+    timestamps, the committed-write count the history checker needs), then ``slots``
+    value slots, each a ``slot_header`` [B] followed by the value padded to 8 B.
+
+    The store only sizes and places records; what the words mean is the protocol's
+    (its module documents its header). OCC's is the default: lock + version, one value.
+    """
+
+    name: str = "occ"
+    header: int = HEADER
+    slots: int = 1
+    slot_header: int = 0
+
+    def record_size(self, value_size: int) -> int:
+        """Bytes of one record of a table whose values are ``value_size`` [B]."""
+        return self.header + self.slots * (self.slot_header + -(-value_size // 8) * 8)
+
+    def slot_offset(self, value_size: int, i: int) -> int:
+        """Offset of value slot ``i`` (its slot header first) inside the record."""
+        return self.header + i * (self.slot_header + -(-value_size // 8) * 8)
+
+
+OCC_LAYOUT = Layout()
+
+
+@dataclass(frozen=True)
 class Table:
     """One table: ``value_size`` [B], ``slots_per_node`` records per primary partition and
     ``place(key) -> (node, slot)``."""
@@ -107,8 +134,12 @@ class Store:
     """
 
     def __init__(self, cluster, tables: list[Table], threads: int, rep_factor: int = 2,
-                 log_ring: int = 256 * 1024, cache_warm: bool = True) -> None:
+                 log_ring: int = 256 * 1024, cache_warm: bool = True,
+                 layout: Layout = OCC_LAYOUT) -> None:
         self.cluster = cluster
+        self.layout = layout
+        # bytes of one record per table id, under the protocol's layout
+        self.rsize = {t.id: layout.record_size(t.value_size) for t in tables}
         self.nodes = len(cluster.nodes)
         self.tables = {t.id: t for t in tables}
         self.rep = max(0, min(rep_factor, self.nodes - 1))
@@ -125,10 +156,10 @@ class Store:
             self.index_base[t.id] = off
             off += nb * BUCKET
             self.primary_base[t.id] = off
-            off += t.slots_per_node * t.record_size
+            off += t.slots_per_node * self.rsize[t.id]
             for r in range(1, self.rep + 1):
                 self.backup_base[(t.id, r)] = off
-                off += t.slots_per_node * t.record_size
+                off += t.slots_per_node * self.rsize[t.id]
             off = -(-off // 4096) * 4096
         self.log_base = off
         off += self.nodes * threads * log_ring
@@ -166,13 +197,11 @@ class Store:
 
     def offset(self, table: int, slot: int) -> int:
         """Offset of the primary record ``slot`` of ``table`` in its node's region."""
-        t = self.tables[table]
-        return self.primary_base[table] + slot * t.record_size
+        return self.primary_base[table] + slot * self.rsize[table]
 
     def backup_offset(self, table: int, slot: int, role: int) -> int:
         """Offset of backup copy ``role`` (1..rep) of record ``slot``."""
-        t = self.tables[table]
-        return self.backup_base[(table, role)] + slot * t.record_size
+        return self.backup_base[(table, role)] + slot * self.rsize[table]
 
     def bucket_offset(self, table: int, slot: int) -> int:
         """Offset of the index bucket node a lookup of ``slot`` reads."""
@@ -187,7 +216,7 @@ class Store:
     def read_local(self, node: int, table: int, slot: int) -> tuple[int, int, bytes]:
         """(lock, version, value) of a record of node ``node``, read by its CPU."""
         t = self.tables[table]
-        raw = self.mrs[node].read(self.offset(table, slot), t.record_size)
+        raw = self.mrs[node].read(self.offset(table, slot), self.rsize[table])
         lock, ver = _HDR.unpack_from(raw)
         return lock, ver, raw[HEADER:HEADER + t.value_size]
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from protocols.txn.bench import build, run_txn_bench
 from protocols.txn.history import History
-from protocols.txn.occ import TxnSpec
+from protocols.txn.api import TxnSpec
 from protocols.txn.store import Table
 from protocols.txn.systems import PRESETS, preset
 from rnicsim.profile import load_profile
@@ -117,12 +117,12 @@ def test_rmw_mix_serializable_counters_conserved(cfg, seed, nodes, threads, coro
     run_txn_bench(b, 0.0, 15_000.0)
     # Drain, bounded (a leaked lock would make its transactions retry for ever): 5 ms
     # is far more than any transaction here needs, back-offs included.
-    b.occ.stop()
+    b.cc.stop()
     b.sim.run(until=b.sim.now + 5_000_000.0)
     res = hist.check()
     assert res.serializable, res.render()
     assert len(hist) > 0
-    assert _total(wl, b.store) == b.occ.stats.deposits
+    assert _total(wl, b.store) == b.cc.stats.deposits
     assert _no_locks_left(b.store, wl)
 
 
@@ -169,7 +169,7 @@ def test_metrics_follow_their_definitions_over_the_window(name):
     for drain in (False, True):
         b = build(PROFILE, 3, 2, wl, preset(name), 4, seed=4)
         out.append(run_txn_bench(b, 5_000.0, window, drain=drain))
-        st_ = b.occ.stats
+        st_ = b.cc.stats
     m = out[0]
     assert out[0] == out[1]
     assert m["committed"] == st_.committed > 0

@@ -68,7 +68,7 @@ def test_smallbank_serializable_and_money_conserved(cfg, seed, nodes, threads, c
     res = hist.check()
     assert res.serializable, res.render()
     assert len(hist) > 0
-    assert wl.total_balance(b.store) - wl.initial_total() == b.occ.stats.deposits
+    assert wl.total_balance(b.store) - wl.initial_total() == b.cc.stats.deposits
     assert _no_locks_left(b.store, wl.tables[:2])
     # the backups hold what the primaries hold once the log cleaner has run
     if cfg.log_to != "participants":
@@ -111,6 +111,6 @@ def test_presets_abort_under_contention_and_recover(name):
     assert res.serializable
     # every aborted attempt is in the history (the stats count the measured window only;
     # the history also has the drain after it)
-    assert res.aborted >= b.occ.stats.aborted > 0
-    assert res.txns >= b.occ.stats.committed
+    assert res.aborted >= b.cc.stats.aborted > 0
+    assert res.txns >= b.cc.stats.committed
     assert sum('"aborted":true' in ln for ln in hist.jsonl_lines()) == res.aborted

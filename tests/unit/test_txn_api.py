@@ -1,4 +1,4 @@
-"""protocols.txn.occ: the workload-facing Txn API, its semantics and its errors for
+"""protocols.txn.api: the workload-facing Txn API, its semantics and its errors for
 plain user mistakes (found by writing a workload from the documentation alone)."""
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from protocols.txn.bench import build, run_txn_bench
 from protocols.txn.history import History
-from protocols.txn.occ import OccConfig, TxnSpec
+from protocols.txn.api import TxnSpec
+from protocols.txn.occ import OccConfig
 from protocols.txn.store import Table
 from protocols.txn.systems import PRESETS, preset
 
@@ -181,7 +182,7 @@ def test_a_record_read_for_update_and_not_written_is_unlocked(cx4, name):
     aborted, and a drained run never ended)."""
     m, b, hist = _run(cx4, _Increment(True, write_p=0.5), name, threads=2, coroutines=4,
                       window=20_000.0, drain=False, seed=3)
-    b.occ.stop()
+    b.cc.stop()
     b.sim.run(until=b.sim.now + 500_000.0)
     assert [b.store.header_local(n, 0, 0)[0] for n in range(2)] == [0, 0]
     assert hist.check().serializable

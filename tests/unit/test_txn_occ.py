@@ -7,7 +7,7 @@ import pytest
 
 from protocols.txn.bench import build, run_txn_bench
 from protocols.txn.history import History
-from protocols.txn.occ import Abort, TxnSpec
+from protocols.txn.api import Abort, TxnSpec
 from protocols.txn.store import Table
 from protocols.txn.systems import preset
 
@@ -35,7 +35,7 @@ def _one(cx4, name, read_only=False, coroutines=1, **over):
     b = build(cx4, 3, 1, wl, preset(name, **over), coroutines, history=hist)
     # only node 0 runs transactions
     for key in [(1, 0), (2, 0)]:
-        b.occ.coords.pop(key)
+        b.cc.coords.pop(key)
     m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
     return m, b, hist
 
@@ -62,7 +62,7 @@ def test_only_execution_ends_after_the_execution_phase(cx4, name):
     assert m["round_trips_per_txn"] == pytest.approx(1.0)
     assert m["lat_validate_us"] == m["lat_log_us"] == m["lat_commit_us"] == 0.0
     assert b.store.header_local(1, 0, 0) == (0, 0)      # unlocked, never written
-    assert len(hist) == 0 and b.occ.stats.committed > 0
+    assert len(hist) == 0 and b.cc.stats.committed > 0
 
 
 def test_unloaded_phase_latencies_are_round_trips(cx4):
@@ -142,9 +142,9 @@ def test_fasst_read_lock_failure_aborts_at_commit_as_released(cx4, no_abort):
     wl = _SlowCounter()
     b = build(cx4, 3, 1, wl, preset("fasst", no_abort=no_abort), 4, history=History())
     for key in [(1, 0), (2, 0)]:
-        b.occ.coords.pop(key)
+        b.cc.coords.pop(key)
     run_txn_bench(b, 10_000.0, 200_000.0, drain=True)
-    st = b.occ.stats
+    st = b.cc.stats
     assert st.aborted > 0
     if no_abort:
         assert wl.finished > b.store.header_local(1, 0, 0)[1]   # aborted bodies ran too
@@ -159,9 +159,9 @@ def test_retry_without_backoff_restarts_at_once(cx4, backoff):
     ``retry_backoff=False``, as DrTM+H's BenchWorker::worker_routine retries."""
     b = build(cx4, 3, 1, _Counter(), preset("drtmh", retry_backoff=backoff), 1)
     for key in [(1, 0), (2, 0)]:
-        b.occ.coords.pop(key)
-    occ = b.occ
-    real = occ._attempt
+        b.cc.coords.pop(key)
+    occ = b.cc
+    real = occ.attempt
     starts = []
 
     def attempt(tx, owner):
@@ -170,7 +170,7 @@ def test_retry_without_backoff_restarts_at_once(cx4, backoff):
             raise Abort             # the first attempt conflicts before doing anything
         yield from real(tx, owner)
 
-    occ._attempt = attempt
+    occ.attempt = attempt
     run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
     (t0, spec0), (t1, spec1) = starts[:2]
     assert spec1 is spec0           # same inputs
@@ -213,8 +213,8 @@ def test_staggered_start_spreads_the_coroutines(cx4):
         hist = History()
         b = build(cx4, 3, 1, wl, preset("drtmh"), 4, history=hist)
         for key in [(1, 0), (2, 0)]:
-            b.occ.coords.pop(key)
-        b.occ.start(wl, 4, stagger)
+            b.cc.coords.pop(key)
+        b.cc.start(wl, 4, stagger)
         b.sim.run(until=50_000.0)
         return len(hist)
 
@@ -244,7 +244,7 @@ def test_speculative_execution_overlaps_the_read(cx4, name):
     hist = History()
     b = build(cx4, 3, 1, _Speculative(), preset(name), 1, history=hist)
     for key in [(1, 0), (2, 0)]:
-        b.occ.coords.pop(key)
+        b.cc.coords.pop(key)
     m = run_txn_bench(b, 10_000.0, 100_000.0, drain=True)
     assert hist.check().serializable
     assert b.store.header_local(1, 0, 0)[1] == len(hist)
@@ -270,7 +270,7 @@ class _TwoRecords:
 def _run_two(cx4, name):
     b = build(cx4, 3, 1, _TwoRecords(), preset(name), 1)
     for key in [(1, 0), (2, 0)]:
-        b.occ.coords.pop(key)
+        b.cc.coords.pop(key)
     return b
 
 
@@ -279,7 +279,7 @@ def test_commit_rpcs_go_one_per_record(cx4):
     together), not one batched RPC."""
     from protocols.txn.occ import H_COMMIT
     b = _run_two(cx4, "fasst")
-    ep = b.occ.mesh.endpoint(1, 0)
+    ep = b.cc.mesh.endpoint(1, 0)
     real = ep._handlers[H_COMMIT]
     calls = []
     ep.register(H_COMMIT, lambda src, items: (calls.append(len(items)), real(src, items))[1])

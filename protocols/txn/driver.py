@@ -1,0 +1,246 @@
+"""The coordinator driver every concurrency-control protocol runs on.
+
+Scope
+    :class:`TxnSystem` runs transaction coroutines on the worker threads of a
+    :class:`protocols.rpc.Mesh` over a :class:`protocols.txn.store.Store`: each coroutine
+    draws a transaction from the workload, runs attempts of it until one commits (an
+    attempt that raises :class:`protocols.txn.api.Abort` is cleaned up, counted by cause
+    and retried with the same inputs, after a random back-off or, as DrTM+H's and RCC's
+    ``BenchWorker::worker_routine``, at once behind the thread's ready coroutines), and
+    keeps the statistics and the history.
+
+    A protocol is a subclass that states its rules through the hooks below (one file per
+    protocol: :mod:`.occ`, :mod:`.nowait`, :mod:`.waitdie`, :mod:`.mvcc`, :mod:`.sundial`,
+    :mod:`.calvin`); record access, the location cache and log replication are shared
+    parts (:mod:`.access`, :mod:`.replication`).
+
+    ===================  ====================================================================
+    hook                 contract
+    ===================  ====================================================================
+    ``STAGES``           stage names, in order; metric ``lat_<stage>_us`` per stage
+    ``layout``           the record layout in the store (:class:`.store.Layout`)
+    ``attempt(tx, o)``   one attempt: run the body (``tx.spec.body(tx)``) and commit,
+                         timing each stage into ``tx.phases``; raise ``Abort`` on conflict
+    ``settle(tx)``       after an abort, wait for requests still in flight (default none)
+    ``release(tx)``      after an abort: release what the attempt holds
+    ``read_records``     read records the body asked for (``Txn.read_many``)
+    ``fetch_post/wait``  prefetch support (``prefetches()`` says whether it is on)
+    ``write_unread``     a write of a record not read first (a new :class:`.api.Rec` or
+                         ``ValueError``)
+    ``register(ep)``     the protocol's RPC handlers on one endpoint
+    ===================  ====================================================================
+
+Statistics (:class:`TxnStats`), of the measured window: committed transactions, aborted
+attempts by cause, round trips, committed per transaction type, per-stage time of
+committing attempts, money added (SmallBank, whole run).
+"""
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+from .api import CAUSES, Abort, Txn
+
+
+def check_coroutines(coroutines) -> None:
+    """``ValueError``/``TypeError`` unless ``coroutines`` (per worker thread) is a
+    positive integer: zero would run no transaction and report zero throughput."""
+    if isinstance(coroutines, bool) or not isinstance(coroutines, int):
+        raise TypeError(f"coroutines: a positive integer (per worker thread), got "
+                        f"{coroutines!r}")
+    if coroutines < 1:
+        raise ValueError(f"coroutines: a positive integer (per worker thread), got "
+                         f"{coroutines}")
+
+
+@dataclass
+class TxnStats:
+    """Counters of the measured window."""
+
+    committed: int = 0
+    aborted: int = 0
+    round_trips: int = 0
+    by_type: dict = field(default_factory=dict)
+    phase_ns: dict = field(default_factory=dict)    # stage -> ns of committing attempts
+    causes: dict = field(default_factory=dict)      # abort cause -> aborted attempts
+    deposits: int = 0          # money committed transactions added, whole run (SmallBank)
+
+
+class Coordinator:
+    """The transaction coroutines of one worker thread: its endpoint and the protocol's
+    per-thread state (``reclaim``: log entries not yet applied, per backup)."""
+
+    def __init__(self, cc: "TxnSystem", ep) -> None:
+        self.cc = cc
+        self.ep = ep
+        self.node = ep.node
+        self.reclaim: dict[int, list] = {}
+
+
+class TxnSystem:
+    """The driver (see module doc); subclasses are protocols.
+
+    ``history``: a :class:`protocols.txn.history.History` that records every committed
+    transaction (reads with the version seen, writes with the version installed) and
+    counts every aborted attempt (ids ``"a1"``, ``"a2"``, ... in the order they abort;
+    committed ones are numbered 1, 2, ... in commit order), warm-up included.
+    """
+
+    STAGES: tuple[str, ...] = ()
+
+    def __init__(self, mesh, store, cfg, history=None) -> None:
+        self.mesh = mesh
+        self.sim = mesh.sim
+        self.store = store
+        self.cfg = cfg
+        self.history = history
+        self.stats = TxnStats()
+        self.costs = cfg.costs
+        self.retry_backoff = cfg.retry_backoff
+        self._next_tid = 0
+        self._next_aid = 0
+        self._stopped = False
+        self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
+        for ep in mesh.endpoints.values():
+            self.register(ep)
+
+    # ================================================================ hooks
+    def register(self, ep) -> None:
+        """Register the protocol's RPC handlers on ``ep``."""
+
+    def attempt(self, tx: Txn, owner: int):
+        """One attempt (see module doc)."""
+        raise NotImplementedError
+
+    def settle(self, tx: Txn):
+        """After an abort: wait for what the attempt still has in flight."""
+        return
+        yield
+
+    def release(self, tx: Txn):
+        """After an abort: release what the attempt holds."""
+        raise NotImplementedError
+
+    def read_records(self, tx: Txn, recs: list):
+        """Read ``recs`` (registered, not yet read) for the body."""
+        raise NotImplementedError
+
+    def prefetches(self) -> bool:
+        """Whether ``Txn.prefetch`` posts reads ahead (default: no)."""
+        return False
+
+    def fetch_post(self, tx: Txn, recs: list):
+        """Post reads of ``recs`` without waiting; return a state for :meth:`fetch_wait`."""
+        raise NotImplementedError
+
+    def fetch_wait(self, tx: Txn, st):
+        """Wait for a :meth:`fetch_post` and parse its replies."""
+        raise NotImplementedError
+
+    def write_unread(self, tx: Txn, table: int, key):
+        """A write of a record the attempt has not read: register it (default)."""
+        return tx.blind(table, key)
+
+    # ================================================================ coroutines
+    def start(self, workload, coroutines: int, stagger_ns: float = 0.0) -> None:
+        """Run ``coroutines`` transaction coroutines on every worker thread; each starts
+        after a random delay in ``[0, stagger_ns)`` (0: all at once). ``ValueError``
+        unless ``coroutines`` is a positive integer."""
+        check_coroutines(coroutines)
+        for (node, i), co in self.coords.items():
+            for c in range(coroutines):
+                co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
+
+    def stop(self) -> None:
+        """Start no new transaction (running ones finish)."""
+        self._stopped = True
+
+    def _coroutine(self, ep, co: Coordinator, c: int, workload, stagger_ns: float = 0.0):
+        sim = self.sim
+        rng = sim.rng(f"txn/n{ep.node}/t{ep.index}/c{c}")
+        if stagger_ns > 0:
+            yield sim.timeout(float(sim.rng(f"txn-start/n{ep.node}/t{ep.index}/c{c}").random())
+                              * stagger_ns)
+        owner = (ep.node << 16) | (ep.index << 10) | (c + 1)
+        st = self.stats
+        while not self._stopped:
+            spec = workload.next_txn(rng, ep.node, ep.index, c)
+            t0 = sim.now
+            tries = 0
+            rts = 0
+            while True:
+                tx = Txn(co, spec)
+                try:
+                    yield from self.attempt(tx, owner)
+                    break
+                except Abort as a:
+                    yield from self.settle(tx)
+                    rts += tx.rts
+                    tries += 1
+                    if sim.measuring:
+                        st.aborted += 1
+                        st.causes[a.cause] = st.causes.get(a.cause, 0) + 1
+                    if self.history is not None:
+                        self._next_aid += 1
+                        self.history.abort(f"a{self._next_aid}")
+                    yield from self.release(tx)
+                    if self.retry_backoff:
+                        hi = self.costs.backoff * (1 << min(tries, 6))
+                        yield sim.timeout(float(rng.random()) * hi)
+                    else:
+                        # yield_next: give the thread to the coroutines ready now, then
+                        # retry (bench_worker.cc, see the module doc)
+                        yield sim.timeout(0.0)
+            st.deposits += tx.delta
+            if sim.measuring:
+                st.round_trips += rts + tx.rts
+                st.committed += 1
+                st.by_type[spec.name] = st.by_type.get(spec.name, 0) + 1
+                sim.stats.hist("txn_lat").add(sim.now - t0)
+                ph = st.phase_ns
+                for k, v in tx.phases.items():
+                    ph[k] = ph.get(k, 0.0) + v
+
+    # ================================================================ shared steps
+    def run_body(self, tx: Txn):
+        """Run the transaction body, then wait for its prefetches still in flight."""
+        body = tx.spec.body(tx)
+        if not isinstance(body, Generator):
+            raise TypeError(f"transaction {tx.spec.name!r}: TxnSpec.body(tx) must return "
+                            "a generator (a def that yields, e.g. 'v = yield from "
+                            f"tx.read(table, key)'), got {type(body).__name__}")
+        yield from body
+        while tx.pending:
+            yield from self.fetch_wait(tx, tx.pending[0])
+
+    def record(self, tx: Txn) -> None:
+        """Add a committing attempt to the history: every record read with the version
+        seen (a record written without a read is not a read), every written one with the
+        version it installs (the one read + 1)."""
+        if self.history is None:
+            return
+        self._next_tid += 1
+        reads = [((r.table, r.key), r.version) for r in tx.recs.values()
+                 if r.version >= 0]
+        writes = [((r.table, r.key), r.version + 1) for r in tx.recs.values()
+                  if r.new is not None]
+        self.history.commit(self._next_tid, reads, writes)
+
+    @staticmethod
+    def group(recs: list) -> dict[int, list]:
+        """``recs`` by node, in first-seen order."""
+        out: dict[int, list] = {}
+        for r in recs:
+            out.setdefault(r.node, []).append(r)
+        return out
+
+
+def stage_metrics(stats: TxnStats, stages: tuple[str, ...], n: int) -> dict[str, float]:
+    """``lat_<stage>_us``: mean time per committed transaction in each stage [us]."""
+    return {f"lat_{s}_us": stats.phase_ns.get(s, 0.0) / n / 1e3 for s in stages}
+
+
+def abort_metrics(stats: TxnStats) -> dict[str, float]:
+    """``abort_rate_<cause>``: aborted attempts of each cause over all attempts."""
+    tot = max(1, stats.aborted + stats.committed)
+    return {f"abort_rate_{c}": stats.causes.get(c, 0) / tot for c in CAUSES}
