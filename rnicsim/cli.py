@@ -17,14 +17,16 @@ from .errors import InputError
 USAGE = """usage: rnicsim COMMAND [ARGS]
 
 commands:
-  run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N] [--quiet]
+  run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N | --scheduler tcp://H:P|local:N]
+      [--resume | --force] [--quiet]
                                    run a scenario, write results and plots
   validate FILE... [--set a.b=v]   check scenario files
   profiles [NAME|PATH] [--json]    list NIC profiles or show one with its sources
   perftest TOOL [perftest flags] [--nic PROFILE] [--set section.param=v]
                                    perftest on two simulated hosts
-  reproduce NAME [--size S] [--only SCENARIO]... [--jobs N] [--out DIR] [--json]
-                 [--profile NAME=FILE]... [--set a.b=v]... [--quiet]
+  reproduce NAME [--size S] [--only SCENARIO]... [--jobs N | --scheduler S] [--out DIR]
+                 [--resume | --force] [--json] [--profile NAME=FILE]... [--set a.b=v]...
+                 [--quiet]
                                    reproduce a paper's claims (drtmh, roce, rdmc)
   rdmc-schedule --algorithm A -n N -k K [--rack-size R] [--json]
                                    print an RDMC block schedule

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import closing
 
 from .errors import ArgumentParser, InputError
 from .profile import ProfileModel, available_profiles, load_profile
@@ -12,24 +13,68 @@ SET_HELP = ("override a scenario key (e.g. run.size=demo, cluster.nodes=8); wins
             "size's value, and on a swept key runs that single value")
 
 
+def add_run_options(ap) -> None:
+    """``--jobs``, ``--scheduler``, ``--resume``, ``--force`` and ``--quiet``, shared by
+    ``rnicsim run`` and ``rnicsim reproduce``."""
+    ap.add_argument("--jobs", type=int, help="points run in parallel on this machine "
+                    "(processes; default 1)")
+    ap.add_argument("--scheduler", metavar="tcp://HOST:PORT|local:N",
+                    help="run the points on a Dask cluster: the scheduler's address, or "
+                         "local:N for N local worker processes")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the points an earlier run of the same scenario stored in "
+                         "--out and run only the others")
+    ap.add_argument("--force", action="store_true",
+                    help="discard the stored points of an unfinished run in --out")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def check_run_options(a) -> None:
+    """InputError naming the flag for --jobs < 1, --jobs with --scheduler, or --resume with
+    --force (cheap: called before anything else is checked)."""
+    if a.jobs is not None and a.jobs < 1:
+        raise InputError("command line", "--jobs", "a whole number >= 1")
+    if a.jobs is not None and a.scheduler:
+        raise InputError("command line", "--jobs", "no --jobs with --scheduler (the "
+                         "cluster's workers run the points; local:N sets their number)")
+    if a.resume and a.force:
+        raise InputError("command line", "--force", "either --resume (keep the stored "
+                         "points) or --force (discard them), not both")
+
+
+def open_run_pool(a):
+    """The point pool of parsed run options; InputError naming the flag, before any point
+    runs, for the mistakes :func:`check_run_options` finds and a scheduler that cannot be
+    reached."""
+    from .distributed import open_pool
+
+    check_run_options(a)
+    return open_pool(a.jobs or 1, a.scheduler)
+
+
 def cmd_run(argv: list[str]) -> int:
-    """``rnicsim run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N] [--quiet]``."""
+    """``rnicsim run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N | --scheduler S]
+    [--resume | --force] [--quiet]``. Exit 1 when points failed (each named on stderr)."""
     ap = ArgumentParser(prog="rnicsim run", description="Run a scenario and write its results.")
     ap.add_argument("file")
     ap.add_argument("--out", required=True, help="directory for results.csv, summary.json, "
-                    "scenario.resolved.yaml and plots")
+                    "scenario.resolved.yaml, plots and the stored points")
     ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                     help=SET_HELP)
     ap.add_argument("--seed", type=int)
-    ap.add_argument("--jobs", type=int, default=1, help="points run in parallel (processes)")
-    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_run_options(ap)
     a = ap.parse_args(argv)
-    if a.jobs < 1:
-        raise InputError("command line", "--jobs", "a whole number >= 1")
+    check_run_options(a)
     sc = load_scenario(a.file, a.set, a.seed)
-    from .runner import run_scenario
+    from .runner import PointsFailed, run_scenario
 
-    summary = run_scenario(sc, a.out, a.jobs, not a.quiet, a.file)
+    with closing(open_run_pool(a)) as pool:
+        try:
+            summary = run_scenario(sc, a.out, progress=not a.quiet, source=a.file, pool=pool,
+                                   resume=a.resume, force=a.force)
+        except PointsFailed as e:
+            print(f"rnicsim run: error: {e}", file=sys.stderr)
+            return 1
     for c in summary["claims"]:
         print(f"{c['claim']:4s} {c['kind']:9s} published {c['published']:<8g} "
               f"measured {c['measured']:<10.4g} {'holds' if c['holds'] else 'DOES NOT HOLD'}"

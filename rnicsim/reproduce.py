@@ -10,20 +10,29 @@ profile in FILE instead, e.g. one ``rnicsim calibrate`` fitted to your own NICs.
 ``rnicsim run --set`` does, e.g. ``cluster.nic.overrides.pcie.rate=252Gbps`` to ask which
 findings depend on a parameter (a sensitivity study); a key some scenario cannot take
 exits 2 naming that scenario.
-Exit code 0 whether or not the findings hold (the table says); 2 on bad input, checked
-before anything runs: a NAME that is not a paper folder, a ``--size`` no scenario defines,
-an ``--only`` that matches no scenario, ``--jobs`` < 1, a ``--profile NAME`` no selected
-scenario uses, an ``--out`` that cannot be a writable directory.
+Points run as ``rnicsim run`` runs them: ``--jobs N`` local processes or a Dask cluster
+(``--scheduler tcp://HOST:PORT`` or ``local:N``, one cluster for every scenario), each
+point stored under its scenario's folder as it finishes (``--resume`` runs only the
+missing ones; see :mod:`rnicsim.store`).
+Exit code 0 whether or not the findings hold (the table says); 1 when points of a
+scenario raised (each named on stderr; the other scenarios still run); 2 on bad input,
+checked before anything runs: a NAME that is not a paper folder, a ``--size`` no scenario
+defines, an ``--only`` that matches no scenario, ``--jobs`` < 1, a ``--profile NAME`` no
+selected scenario uses, an ``--out`` that cannot be a writable directory or holds an
+unfinished run (without ``--resume`` or ``--force``), a scheduler that cannot be reached.
 """
 from __future__ import annotations
 
 import json
 import math
 import sys
+from contextlib import closing
 from pathlib import Path
 
+from .commands import add_run_options, check_run_options, open_run_pool
 from .errors import ArgumentParser, InputError
 from .results import check_out_dir
+from .store import RunStore
 from .scenario import load_raw, load_scenario
 
 SCENARIO_ROOT = Path(__file__).resolve().parents[1] / "scenarios"
@@ -59,19 +68,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--size", default="full", help="full (default) or a size the scenarios "
                     "define, such as demo")
     ap.add_argument("--out")
-    ap.add_argument("--jobs", type=int, default=1, help="points run in parallel (processes)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only scenarios whose file name contains this")
-    ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--profile", action="append", default=[], metavar="NAME=FILE",
                     help="run the scenarios written for profile NAME on the profile FILE "
                          "(repeatable), e.g. cx4-edr=fitted.yaml from rnicsim calibrate")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="set a scenario key in every selected scenario (repeatable), e.g. "
                          "cluster.nic.overrides.pcie.rate=252Gbps")
+    add_run_options(ap)
     a = ap.parse_args(argv)
-    if a.jobs < 1:
-        raise InputError("command line", "--jobs", "a whole number >= 1")
+    check_run_options(a)
     swap = _profile_swaps(a.profile)
     files = scenario_files(a.name)
     for o in a.only:
@@ -120,14 +127,25 @@ def main(argv: list[str]) -> int:
         if (out_root / sc.name).exists() and not (out_root / sc.name).is_dir():
             raise InputError("command line", "--out",
                              f"a directory for {sc.name}/ ({out_root / sc.name} is a file)")
-    from .runner import run_scenario
+        RunStore(out_root / sc.name).check(a.resume, a.force)
+    from .runner import PointsFailed, run_scenario
 
     results = []
-    for f, sc in scenarios:
-        summary = run_scenario(sc, out_root / sc.name, a.jobs, not a.quiet, str(f))
-        for c in summary["claims"]:
-            c = dict(c, scenario=sc.name)
-            results.append(c)
+    failed = []
+    with closing(open_run_pool(a)) as pool:
+        for f, sc in scenarios:
+            try:
+                summary = run_scenario(sc, out_root / sc.name, progress=not a.quiet,
+                                       source=str(f), pool=pool, resume=a.resume,
+                                       force=a.force)
+            except PointsFailed as e:
+                # The other scenarios still run; this one's claims are left out.
+                print(f"rnicsim reproduce: error: {sc.name}: {e}", file=sys.stderr)
+                failed.append(sc.name)
+                continue
+            for c in summary["claims"]:
+                c = dict(c, scenario=sc.name)
+                results.append(c)
     if a.json:
         print(json.dumps([{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                            for k, v in r.items()} for r in results], indent=1))
@@ -140,6 +158,10 @@ def main(argv: list[str]) -> int:
                   f"{'yes' if r['holds'] else 'NO ':5s}  {r['note']}")
         n = sum(r["holds"] for r in results)
         print(f"\n{n} of {len(results)} claim checks hold; results in {out_root}/")
+    if failed:
+        print(f"rnicsim reproduce: error: points of {', '.join(failed)} failed (above); "
+              "their claims are not checked", file=sys.stderr)
+        return 1
     return 0
 
 

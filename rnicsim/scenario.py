@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import math
 import types
 from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -242,18 +243,81 @@ class RunSpec(BaseModel):
     size: str = "full"
 
 
-class PlotSpec(BaseModel):
-    """A line plot of ``y`` against ``x``, one line per value of ``series``."""
+class PublishedPoint(BaseModel):
+    """A value the paper publishes at a point of a plot, drawn beside the measured ones.
+
+    ``y`` is in the plot's ``y`` metric's unit (on a ``cdf`` plot: ``x`` is a latency
+    [us] and ``y`` a fraction); ``x`` is a value of the plot's ``x`` (a number, a unit
+    string or a category), ``[lo, hi]`` for a value stated over a range ("up to 64 B"),
+    or absent for a level the paper gives at no particular x (a peak). ``series``
+    (conditions as ``where``) names the measured series the point belongs to; ``bound``
+    marks a statement "at most" (``upper``) or "at least" (``lower``); ``claim`` is the
+    id of the check in ``expected`` that states it; ``source`` names the paper by
+    system and figure ("DrTM+H fig. 5a") and becomes the legend entry."""
 
     model_config = _STRICT
-    x: str
-    y: str
+    y: float
+    x: Union[float, int, str, bool, list[Union[float, int, str]], None] = None
+    series: dict[str, Any] = Field(default_factory=dict)
+    bound: Literal["upper", "lower"] | None = None
+    claim: str | None = None
+    label: str = ""
+    source: str = Field(min_length=1)
+
+    @field_validator("y")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError(f"a finite number (got {v!r})")
+        return v
+
+    @field_validator("x")
+    @classmethod
+    def _range(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            lo, hi = (v + [None, None])[:2] if len(v) == 2 else (None, None)
+            if not (isinstance(_num(lo), (int, float)) and isinstance(_num(hi), (int, float))
+                    and _num(lo) < _num(hi)):
+                raise ValueError(f"a value or a range [lo, hi] of two numbers with lo < hi "
+                                 f"(got {v!r})")
+        return v
+
+
+class PlotSpec(BaseModel):
+    """A plot of the results (see :mod:`rnicsim.plots`): ``kind: line`` draws ``y`` against
+    ``x``, one line per value of ``series`` (bars when ``x`` is not all numbers);
+    ``bars`` draws grouped bars; ``cdf`` draws the latency percentiles of each row as a
+    CDF step (no ``x`` or ``y``). The y axis starts at zero unless ``y_from_zero`` is
+    false; ``reference`` names columns drawn as dashed lines (bounds); ``published`` are
+    the paper's points."""
+
+    model_config = _STRICT
+    kind: Literal["line", "bars", "cdf"] = "line"
+    x: str | None = None
+    y: str | None = None
     series: str | list[str] | None = None
     where: dict[str, Any] = Field(default_factory=dict)
     logx: bool = False
     logy: bool = False
+    y_from_zero: bool = True
+    reference: list[str] = Field(default_factory=list)
+    published: list[PublishedPoint] = Field(default_factory=list)
     title: str | None = None
     file: str | None = None   # a file name inside the output directory, e.g. tput.png
+
+    @model_validator(mode="after")
+    def _axes(self) -> "PlotSpec":
+        if self.kind == "cdf":
+            if self.x is not None or self.y is not None or self.reference:
+                raise ValueError("a cdf plot draws the lat_pNN_us columns of each row: "
+                                 "leave x, y and reference out")
+            if self.logy:
+                raise ValueError("logy: a cdf plot's y is a fraction from 0 to 1 (leave "
+                                 "logy out)")
+        elif self.x is None or self.y is None:
+            raise ValueError(f"x and y: the columns a {self.kind} plot draws (both are "
+                             f"needed)")
+        return self
 
     @field_validator("file")
     @classmethod
@@ -658,7 +722,9 @@ def resolve(raw: dict, source: str, overrides: list[tuple[str, Any]] | None = No
     if seed is not None:
         _set_path(raw, "run.seed", seed, source, "--seed")
     try:
-        return _validate(raw, source)
+        sc = _validate(raw, source)
+        _check_published(sc, source, as_written=size == "full" and not overrides)
+        return sc
     except InputError as e:
         for k in size_keys:
             if e.key == k or e.key.startswith((k + ".", k + "[", k + " ")):
@@ -883,6 +949,12 @@ def _check_names(sc: Scenario, source: str) -> None:
             check(k, f"plots[{i}].series" + (f"[{j}]" if not isinstance(p.series, str) else ""))
         for k in p.where:
             check(k, f"plots[{i}].where.{k}")
+        for j, k in enumerate(p.reference):
+            check(k, f"plots[{i}].reference[{j}]")
+        for j, pt in enumerate(p.published):
+            for k, cond in pt.series.items():
+                check(k, f"plots[{i}].published[{j}].series.{k}")
+                _check_condition(cond, source, f"plots[{i}].published[{j}].series.{k}")
     for i, c in enumerate(sc.expected):
         for field in _CONDITIONS:
             for k in getattr(c, field, None) or {}:
@@ -891,6 +963,47 @@ def _check_names(sc: Scenario, source: str) -> None:
         if over is not None and "." in over and over not in sc.sweep:
             raise InputError(source, f"expected[{i}].over", f"a swept key ({swept}) or a "
                              f"metric name without a dot (got {over!r})")
+
+
+def _check_published(sc: Scenario, source: str, as_written: bool) -> None:
+    """Each plot's published points agree with the scenario: a ``claim`` is the id of one
+    of its checks, and a point on the plot's ``y`` metric of a ``value`` or ``bound``
+    check with that id has that check's published value (one number, written twice,
+    must not drift apart). ``as_written`` (the file at its full size, no ``--set``):
+    a point's ``x`` is a value the sweep runs (a range lies within the swept values)
+    and its ``series`` select a swept combination, so the full run measures beside it."""
+    ids = sorted({c.claim for c in sc.expected})
+    combos = _combos(sc)
+    for i, p in enumerate(sc.plots):
+        for j, pt in enumerate(p.published):
+            key = f"plots[{i}].published[{j}]"
+            if pt.claim is not None:
+                if pt.claim not in ids:
+                    raise InputError(source, f"{key}.claim", f"the id of a check in this "
+                                     f"scenario's expected block ({', '.join(ids) or 'none'}), "
+                                     f"got {pt.claim!r}")
+                same = [c.published for c in sc.expected if c.claim == pt.claim
+                        and c.metric == p.y and c.kind in ("value", "bound")]
+                if same and not any(math.isclose(pt.y, v, rel_tol=1e-9) for v in same):
+                    raise InputError(source, f"{key}.y", f"the published value of claim "
+                                     f"{pt.claim} on {p.y} "
+                                     f"({' or '.join(f'{v:g}' for v in same)}), got {pt.y:g}")
+            if not as_written:
+                continue
+            swept = [_num(v) for v in sc.sweep.get(p.x or "", [])]
+            if swept and pt.x is not None:
+                xs = [_num(v) for v in pt.x] if isinstance(pt.x, list) else [_num(pt.x)]
+                nums = [v for v in swept if isinstance(v, (int, float))]
+                ok = (min(nums) <= xs[0] and xs[1] <= max(nums)) if len(xs) == 2 and nums \
+                    else xs[0] in swept
+                if not ok:
+                    raise InputError(source, f"{key}.x", f"a value of {p.x} the sweep runs "
+                                     f"({', '.join(map(str, sc.sweep[p.x]))}) or a range "
+                                     f"within them, got {pt.x!r}")
+            sub = {k: v for k, v in pt.series.items() if k in sc.sweep}
+            if sub and not any(matches(sub, c) for c in combos):
+                raise InputError(source, f"{key}.series", f"conditions that select a point of "
+                                 f"the sweep (swept: {', '.join(sc.sweep)}), got {pt.series}")
 
 
 def _path_hint(sc: BaseModel, key: str) -> str:

@@ -38,7 +38,7 @@ def no_runs(monkeypatch):
 
     ran: list[str] = []
 
-    def fake(sc, out_dir, jobs=1, progress=True, source=""):
+    def fake(sc, out_dir, jobs=1, progress=True, source="", **run_options):
         ran.append(sc.name)
         return {"claims": []}
 
@@ -120,7 +120,7 @@ def test_set_applies_a_key_to_every_selected_scenario(tmp_path, capsys, monkeypa
 
     seen: list = []
 
-    def fake(sc, out_dir, jobs=1, progress=True, source=""):
+    def fake(sc, out_dir, jobs=1, progress=True, source="", **run_options):
         seen.append((sc.name, sc.cluster.nic.overrides))
         return {"claims": []}
 

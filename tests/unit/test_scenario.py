@@ -602,7 +602,8 @@ def test_a_plot_that_fails_is_left_out_and_the_results_are_written(tmp_path, cap
                            "--quiet"], capsys)
     assert code == 0, err
     assert sorted(f.name for f in out.iterdir()) == [
-        "results.csv", "scenario.resolved.yaml", "summary.json"]
+        "points", "results.csv", "rnicsim-manifest.json", "scenario.resolved.yaml",
+        "summary.json", "timing.json"]
     assert "plots[0] not drawn (RuntimeError: stand-in plotting failure)" in err
     assert json.loads((out / "summary.json").read_text())["plots"] == []
 
@@ -839,7 +840,8 @@ def test_run_writes_results_summary_resolved_and_plot(tmp_path, capsys):
     code, stdout, _err = cli(["run", str(p), "--out", str(out), "--quiet"], capsys)
     assert code == 0
     assert sorted(f.name for f in out.iterdir()) == [
-        "results.csv", "scenario.resolved.yaml", "summary.json", "tput.png"]
+        "points", "results.csv", "rnicsim-manifest.json", "scenario.resolved.yaml",
+        "summary.json", "timing.json", "tput.png"]
     with (out / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
         header = rows and list(rows[0])
@@ -890,7 +892,8 @@ def _leftovers(parent: Path) -> list[str]:
 
 
 def test_a_failing_point_leaves_no_results(tmp_path, capsys, monkeypatch):
-    """When a point raises, the run fails and writes neither results.csv nor temp files."""
+    """When a point raises, the others still run, and the run exits 1 naming the point and
+    writes neither results.csv nor temp files."""
     real = rnicsim.runner.run_point
     calls = []
 
@@ -903,8 +906,9 @@ def test_a_failing_point_leaves_no_results(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(rnicsim.runner, "run_point", flaky)
     p = scenario_file(tmp_path, text=TINY)
     out = tmp_path / "out"
-    with pytest.raises(RuntimeError, match="boom"):
-        main(["run", str(p), "--out", str(out), "--quiet"])
+    assert main(["run", str(p), "--out", str(out), "--quiet"]) == 1
+    assert "point 1 (workload.payload=64): RuntimeError: boom in point 2" in \
+        capsys.readouterr().err
     assert len(calls) == 2
     assert not (out / "results.csv").exists() and not (out / "summary.json").exists()
     assert _leftovers(tmp_path) == []

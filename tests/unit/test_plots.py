@@ -1,0 +1,235 @@
+"""Plots for readers (rnicsim.plots): labels, byte ticks, bars for categories, y from zero,
+the percentile CDF, published points, and the schema's checks of published points."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from rnicsim.errors import InputError  # noqa: E402
+from rnicsim.plots import axis_label, figure, format_bytes, is_byte_key, make_plots  # noqa: E402
+from rnicsim.scenario import load_scenario  # noqa: E402
+
+HEAD = """\
+version: 1
+name: tiny
+description: a tiny scenario
+cluster: {nodes: 2, nic: {profile: cx4-edr}, threads: 1}
+workload: {kind: microbench, verb: read, payload: 64B}
+run: {seed: 3, warmup: 5us, measure: 5us}
+sweep: {workload.verb: [read, write], workload.payload: [8, 64, 4KiB], workload.shared_context: [false, true]}
+expected:
+  - {claim: D1, kind: value, metric: throughput_mops, published: 130}
+  - {claim: D5, kind: ratio, metric: throughput_mops, numerator: {workload.verb: read},
+     denominator: {workload.verb: write}, over: workload.payload, published: 1.6}
+"""
+
+
+def scenario(tmp_path, plots: str, overrides=None):
+    p = tmp_path / "s.yaml"
+    p.write_text(HEAD + "plots:\n" + plots)
+    return load_scenario(p, overrides)
+
+
+def rows_of(sc, tput=lambda verb, payload, shared: 90.0 + (verb == "write") * 5):
+    """One row per point: throughput from ``tput``, latency percentiles 1/2/4 us."""
+    out = []
+    for verb in ("read", "write"):
+        for payload in (8, 64, "4KiB"):
+            for shared in (False, True):
+                out.append({"workload.verb": verb, "workload.payload": payload,
+                            "workload.shared_context": shared,
+                            "throughput_mops": tput(verb, payload, shared),
+                            "lat_p50_us": 1.0, "lat_p90_us": 2.0, "lat_p99_us": 4.0})
+    return out
+
+
+def draw(sc, i=0, rows=None):
+    fig = figure(plt, sc, i, rows if rows is not None else rows_of(sc))
+    assert fig is not None
+    return fig, fig.axes[0]
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+@pytest.mark.parametrize("name, byte_param, label", [
+    ("throughput_mops", False, "throughput [M ops/s]"),
+    ("lat_p99_us", False, "p99 latency [us]"),
+    ("lat_p999_us", False, "p999 latency [us]"),
+    ("workload.payload", False, "payload [B]"),
+    ("throughput_mtxns_per_node", False, "throughput per machine [M txns/s]"),
+    ("completion_ms", False, "completion time [ms]"),
+    ("widget_gbps", False, "widget [Gb/s]"),
+    ("widgets_per_node", False, "widgets per machine"),
+    ("spare_rate", False, "spare [fraction]"),
+    ("workload.region", True, "region [B]"),
+    ("workload.frobs", False, "frobs"),
+])
+def test_axis_labels_give_quantity_and_unit(name, byte_param, label):
+    """The table names known columns; the rule reads a unit suffix; a byte parameter gets B."""
+    assert axis_label(name, byte_param) == label
+
+
+@pytest.mark.parametrize("v, text", [(0, "0 B"), (64, "64 B"), (1023, "1023 B"),
+                                     (1024, "1 KiB"), (1536, "1.5 KiB"), (4096, "4 KiB"),
+                                     (1 << 20, "1 MiB"), (256 << 20, "256 MiB"),
+                                     (3 << 30, "3 GiB"),
+                                     (1000 << 10, "1000 KiB"), (1100, "1.07 KiB")])
+def test_byte_ticks_use_binary_prefixes(v, text):
+    assert format_bytes(v) == text
+
+
+def test_byte_keys_are_found_from_the_schema(tmp_path):
+    """Fields typed as byte sizes (also ``Size | None``) are byte axes; counts are not."""
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops}\n")
+    assert [is_byte_key(sc, k) for k in ("workload.payload", "workload.inline_max",
+                                         "workload.coroutines", "cluster.nodes",
+                                         "throughput_mops")] == [True, True, False, False,
+                                                                 False]
+
+
+def test_a_byte_axis_has_byte_ticks_at_the_swept_values_and_y_from_zero(tmp_path):
+    """Payloads 8, 64, 4KiB are ticks '8 B', '64 B', '4 KiB' on a log2 axis; y values of
+    90-95 are drawn from 0 (a 5% difference must not look large)."""
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, series: workload.verb,"
+                            " logx: true, where: {workload.shared_context: false}}\n")
+    _fig, ax = draw(sc)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8 B", "64 B", "4 KiB"]
+    assert list(ax.get_xticks()) == [8, 64, 4096]
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel() == "payload [B]" and ax.get_ylabel() == "throughput [M ops/s]"
+    assert ax.get_ylim()[0] == 0
+    assert [line.get_label() for line in ax.get_lines()] == ["read", "write"]
+    assert ax.get_title() == "a tiny scenario"
+
+
+def test_y_from_zero_can_be_turned_off(tmp_path):
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, y_from_zero: false,"
+                            " where: {workload.shared_context: false}}\n")
+    _fig, ax = draw(sc)
+    assert ax.get_ylim()[0] > 80
+
+
+def test_a_boolean_x_is_drawn_as_grouped_bars_not_a_line(tmp_path):
+    """x = shared_context (False/True), two verbs: 2 categories x 2 series = 4 bars at
+    category positions -0.2/+0.2 and 0.8/1.2, ticks 'false'/'true', no line."""
+    sc = scenario(tmp_path, "  - {x: workload.shared_context, y: throughput_mops,"
+                            " series: workload.verb, where: {workload.payload: 64}}\n")
+    _fig, ax = draw(sc, rows=rows_of(sc, lambda v, p, s: 50.0 if s else 100.0))
+    bars = ax.patches
+    assert [round(b.get_x() + b.get_width() / 2, 6) for b in bars] == [-0.2, 0.8, 0.2, 1.2]
+    assert [b.get_height() for b in bars] == [100.0, 50.0, 100.0, 50.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["false", "true"]
+    assert [line for line in ax.get_lines() if len(line.get_xdata())] == []
+    assert ax.get_ylim()[0] == 0
+
+
+def test_a_byte_axis_drawn_as_bars_names_its_categories_in_bytes(tmp_path):
+    sc = scenario(tmp_path, "  - {kind: bars, x: workload.payload, y: throughput_mops,"
+                            " where: {workload.verb: read, workload.shared_context: false}}\n")
+    _fig, ax = draw(sc)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8 B", "64 B", "4 KiB"]
+    assert len(ax.patches) == 3
+
+
+def test_cdf_steps_through_the_percentiles_and_says_so(tmp_path):
+    """p50 1 us, p90 2 us, p99 4 us: a step 0 -> 0.5 at 1 us, 0.9 at 2 us, 0.99 at 4 us."""
+    sc = scenario(tmp_path, "  - {kind: cdf, series: workload.verb, where:"
+                            " {workload.payload: 64, workload.shared_context: false}}\n")
+    fig, ax = draw(sc)
+    steps = [ln for ln in ax.get_lines() if ln.get_drawstyle() == "steps-post"]
+    assert [ln.get_label() for ln in steps] == ["read", "write"]
+    assert list(steps[0].get_xdata()) == [1.0, 1.0, 2.0, 4.0]
+    assert list(steps[0].get_ydata()) == [0.0, 0.5, 0.9, 0.99]
+    assert ax.get_xlabel() == "latency [us]"
+    assert any("percentiles the results keep" in t.get_text() for t in fig.texts)
+
+
+def test_published_points_are_drawn_with_a_legend_entry_per_source(tmp_path):
+    """A point at 64 B, a range 8-64 B and a level: each at its place, in the colour of
+    its series; the legend names 'published (DrTM+H fig. 5a)' once."""
+    sc = scenario(tmp_path, """\
+  - x: workload.payload
+    y: throughput_mops
+    series: workload.verb
+    logx: true
+    where: {workload.shared_context: false}
+    published:
+      - {x: 64, y: 130, series: {workload.verb: write}, claim: D1, source: DrTM+H fig. 5a}
+      - {x: [8, 64], y: 120, series: {workload.verb: read}, source: DrTM+H fig. 5a}
+      - {y: 87, label: READ peak, source: DrTM+H sec. 3}
+""")
+    _fig, ax = draw(sc)
+    labels = ax.get_legend().get_texts()
+    assert [t.get_text() for t in labels] == [
+        "read", "write", "published (DrTM+H fig. 5a)", "published (DrTM+H sec. 3)"]
+    stars = [ln for ln in ax.get_lines() if ln.get_marker() == "*" and len(ln.get_xdata())]
+    assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in stars] == [
+        ([64], [130]), ([8, 64], [120, 120])]
+    write = next(ln for ln in ax.get_lines() if ln.get_label() == "write")
+    assert stars[0].get_markerfacecolor() == write.get_color()
+    assert [t.get_text() for t in ax.texts] == ["D1", "READ peak"]
+
+
+def test_a_published_point_on_a_bar_sits_on_its_series_bar(tmp_path):
+    sc = scenario(tmp_path, """\
+  - x: workload.shared_context
+    y: throughput_mops
+    series: workload.verb
+    where: {workload.payload: 64}
+    published: [{x: true, y: 40, series: {workload.verb: write}, bound: upper, source: P}]
+""")
+    _fig, ax = draw(sc)
+    (pt,) = [ln for ln in ax.get_lines() if ln.get_marker() == "v" and len(ln.get_xdata())]
+    assert list(pt.get_xdata()) == [pytest.approx(1.2)] and list(pt.get_ydata()) == [40]
+
+
+def test_make_plots_writes_the_file_and_skips_a_plot_without_rows(tmp_path):
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, file: a.png}\n"
+                            "  - {x: workload.payload, y: throughput_mops, file: b.png,"
+                            " where: {workload.verb: cas}}\n")
+    assert make_plots(sc, rows_of(sc), tmp_path) == ["a.png"]
+    assert (tmp_path / "a.png").stat().st_size > 0 and not (tmp_path / "b.png").exists()
+
+
+@pytest.mark.parametrize("plot, key, words", [
+    ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 1, claim: D9, source: S}]}",
+     "plots[0].published[0].claim", "D1, D5"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 131, claim: D1, source: S}]}",
+     "plots[0].published[0].y", "the published value of claim D1 on throughput_mops (130)"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: 128, y: 1, source: S}]}",
+     "plots[0].published[0].x", "8, 64, 4KiB"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: [8, 8KiB], y: 1, source: S}]}",
+     "plots[0].published[0].x", "or a range within them"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: [64, 8], y: 1, source: S}]}",
+     "plots[0].published[0].x", "lo < hi"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 1,"
+     " series: {workload.verb: cas}, source: S}]}",
+     "plots[0].published[0].series", "select a point of the sweep"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 1, series: {workload.vrb: a},"
+     " source: S}]}", "plots[0].published[0].series.workload.vrb", "a swept key"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 1}]}",
+     "plots[0].published[0].source", "required"),
+    ("{kind: cdf, x: workload.payload}", "plots[0]", "leave x, y and reference out"),
+    ("{kind: bars, x: workload.payload}", "plots[0]", "x and y"),
+])
+def test_published_points_that_contradict_the_scenario_are_refused(tmp_path, plot, key, words):
+    """Each wrong published point is refused at load, naming its key path."""
+    with pytest.raises(InputError) as e:
+        scenario(tmp_path, f"  - {plot}\n")
+    assert e.value.key.startswith(key), (e.value.key, str(e.value))
+    assert words in str(e.value)
+
+
+def test_a_set_override_of_the_swept_x_keeps_the_published_points(tmp_path):
+    """``--set workload.payload=128`` runs one payload the paper did not: the points are
+    still drawn (the x check applies to the file as written)."""
+    plot = "  - {x: workload.payload, y: throughput_mops, published: [{x: 64, y: 1, source: S}]}\n"
+    sc = scenario(tmp_path, plot, overrides=["workload.payload=128"])
+    assert sc.plots[0].published[0].x == 64
