@@ -75,10 +75,12 @@ def cmd_run(argv: list[str]) -> int:
         except PointsFailed as e:
             print(f"rnicsim run: error: {e}", file=sys.stderr)
             return 1
-    for c in summary["claims"]:
-        print(f"{c['claim']:4s} {c['kind']:9s} published {c['published']:<8g} "
-              f"measured {c['measured']:<10.4g} {'holds' if c['holds'] else 'DOES NOT HOLD'}"
-              f"  {c['note']}")
+    if summary["claims"]:
+        from .claims import claim_table, tally
+
+        for line in claim_table(summary["claims"]):
+            print(line)
+        print(tally(summary["claims"]))
     print(f"results: {a.out}/results.csv, summary.json, scenario.resolved.yaml"
           + (", " + ", ".join(summary.get("plots", [])) if summary.get("plots") else ""))
     return 0

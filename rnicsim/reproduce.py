@@ -2,8 +2,13 @@
 
 Runs every scenario in ``scenarios/NAME/`` that has an ``expected:`` block (sorted by file
 name), writes each one's results under ``--out`` (default ``out/reproduce/NAME``), and
-prints one line per claim check: id, published, measured and whether the finding holds.
-With ``--json`` it prints a list of ``{"claim", "published", "measured", "holds", ...}``.
+prints one line per claim check (:func:`rnicsim.claims.claim_table`): id, scenario, kind,
+what is compared, the test (tolerance or bound), published and measured with units, and
+``holds``, ``FAILS`` or ``not measured`` (no point of the run selects the check, e.g. after
+a ``--set`` that narrows a sweep: not counted as failing). It writes ``report.md`` in
+``--out``: the claim table and, per scenario, its checks beside its plots (relative links).
+With ``--json`` it prints a list of ``{"claim", "published", "measured", "holds", ...}``
+(:func:`rnicsim.claims.evaluate`'s records; ``holds`` null when not measured).
 ``--profile NAME=FILE`` (repeatable) runs every scenario written for profile NAME on the
 profile in FILE instead, e.g. one ``rnicsim calibrate`` fitted to your own NICs.
 ``--set KEY=VALUE`` (repeatable) sets a scenario key in every selected scenario, as
@@ -29,6 +34,7 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
+from .claims import claim_cells, claim_markdown, claim_table, tally
 from .commands import add_run_options, check_run_options, open_run_pool
 from .errors import ArgumentParser, InputError
 from .results import check_out_dir
@@ -62,7 +68,9 @@ def _nic_profile(raw: dict) -> str:
 
 def main(argv: list[str]) -> int:
     """Entry point of ``rnicsim reproduce``."""
-    ap = ArgumentParser(prog="rnicsim reproduce", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="rnicsim reproduce",
+                        description="Run a paper's scenarios and print each claim check: "
+                                    "published against measured, and whether it holds.")
     ap.add_argument("name", help=f"paper: {', '.join(available())}")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--size", default="full", help="full (default) or a size the scenarios "
@@ -131,6 +139,7 @@ def main(argv: list[str]) -> int:
     from .runner import PointsFailed, run_scenario
 
     results = []
+    figures: list[tuple[str, str, list[str]]] = []
     failed = []
     with closing(open_run_pool(a)) as pool:
         for f, sc in scenarios:
@@ -146,23 +155,48 @@ def main(argv: list[str]) -> int:
             for c in summary["claims"]:
                 c = dict(c, scenario=sc.name)
                 results.append(c)
+            figures.append((sc.name, str(f.relative_to(SCENARIO_ROOT.parent)),
+                            summary.get("plots", [])))
     if a.json:
         print(json.dumps([{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                            for k, v in r.items()} for r in results], indent=1))
     else:
-        print(f"{'claim':6s} {'scenario':28s} {'published':>10s} {'measured':>10s}  holds  note")
-        for r in results:
-            m = r["measured"]
-            ms = f"{m:10.4g}" if isinstance(m, float) and math.isfinite(m) else f"{'n/a':>10s}"
-            print(f"{r['claim']:6s} {r['scenario'][:28]:28s} {r['published']:10.4g} {ms}  "
-                  f"{'yes' if r['holds'] else 'NO ':5s}  {r['note']}")
-        n = sum(r["holds"] for r in results)
-        print(f"\n{n} of {len(results)} claim checks hold; results in {out_root}/")
+        for line in claim_table(results):
+            print(line)
+        print(f"\n{tally(results)}; results in {out_root}/, report in {out_root}/report.md")
+    write_report(out_root, a.name, argv, results, figures)
     if failed:
         print(f"rnicsim reproduce: error: points of {', '.join(failed)} failed (above); "
               "their claims are not checked", file=sys.stderr)
         return 1
     return 0
+
+
+def write_report(out_root: Path, name: str, argv: list[str], results: list[dict],
+                 figures: list[tuple[str, str, list[str]]]) -> None:
+    """``out_root/report.md`` of paper ``name``: the command (``argv``, the arguments of
+    ``rnicsim reproduce``), the tally and the claim table, then per scenario (name, file,
+    plot files relative to its folder) a table with its checks beside its figures. Links
+    are relative to ``out_root``, so the folder can be moved or shared whole."""
+    import shlex
+
+    from .results import atomic_write
+
+    command = shlex.join(["rnicsim", "reproduce", *argv])
+    lines = [f"# Reproduction: {name}", "", f"`{command}`", "", f"{tally(results)}.", ""]
+    lines += claim_markdown(results) if results else ["No claim checks ran."]
+    for sc_name, src, plots in figures:
+        mine = [r for r in results if r.get("scenario") == sc_name]
+        cells = [claim_cells(r) for r in mine]
+        checks = "<br>".join(f"**{c['claim']}** {c['result']}"
+                             f"{': ' + c['measured'] if c['result'] != c['measured'] else ''}"
+                             f" ({c['kind']} {c['test']})" for c in cells) or "no checks"
+        figs = "<br>".join(f"[![{p}]({sc_name}/{p})]({sc_name}/{p})" for p in plots) \
+            or "no plots"
+        lines += ["", f"## {sc_name}", "", f"Scenario `{src}`; results in [{sc_name}/]"
+                  f"({sc_name}/).", "", "| checks | figures |", "| --- | --- |",
+                  f"| {checks} | {figs} |"]
+    atomic_write(out_root / "report.md", "\n".join(lines) + "\n")
 
 
 def _profile_swaps(items: list[str]) -> dict[str, str]:

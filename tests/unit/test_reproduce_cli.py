@@ -78,7 +78,9 @@ def test_out_that_cannot_be_a_directory_exits_2_before_running(tmp_path, capsys,
     code, _o, err = _run(["roce", "--size", "demo", "--only", "fig1", "--quiet",
                           "--out", str(tmp_path / "ok")], capsys)
     assert code == 0 and no_runs == ["fig1_latency"]
-    assert [p.name for p in tmp_path.iterdir()] == ["afile"]   # the check created nothing
+    # the checks created nothing; the run (no point ran here) wrote only its report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "ok"]
+    assert [p.name for p in (tmp_path / "ok").iterdir()] == ["report.md"]
 
 
 def _read_intr_latency(out: Path) -> dict[int, float]:
@@ -150,3 +152,69 @@ def test_a_size_some_scenarios_lack_is_named_before_they_run_at_full_size(tmp_pa
     assert "full size" in err and "fig14_end_to_end" not in err
     code, _o, err = _run(["drtmh", "--size", "smoke", "--only", "fig14_end", *out], capsys)
     assert code == 0 and "warning" not in err
+
+
+def test_claim_lines_and_report_md_say_what_is_compared(tmp_path, capsys, monkeypatch):
+    """Each claim line names its scenario, kind, what is compared, the test, published and
+    measured with units; a check the run's points do not select reads ``not measured`` and
+    does not count as failing. report.md holds the same table and, per scenario, its
+    checks beside its plots, linked relative to --out; --json keeps every earlier field."""
+    import rnicsim.runner
+    from pydantic import TypeAdapter
+
+    from rnicsim.claims import evaluate
+    from rnicsim.scenario import Claim
+
+    ta = TypeAdapter(Claim)
+    checks = [ta.validate_python(c) for c in [
+        {"claim": "E9", "kind": "value", "metric": "lat_mean_us", "published": 2.0,
+         "where": {"workload.payload": 64}, "note": "fast"},
+        {"claim": "E9", "kind": "value", "metric": "lat_mean_us", "published": 2.0,
+         "where": {"workload.payload": 4096}}]]
+    rows = [{"workload.payload": 64, "lat_mean_us": 2.1}]
+
+    def fake(sc, out_dir, jobs=1, progress=True, source="", **run_options):
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "lat.png").write_bytes(b"png")
+        return {"claims": evaluate(checks, rows), "plots": ["lat.png"]}
+
+    monkeypatch.setattr(rnicsim.runner, "run_scenario", fake)
+    out = tmp_path / "o"
+    code, stdout, _err = _run(["roce", "--size", "demo", "--only", "fig1", "--quiet",
+                               "--out", str(out)], capsys)
+    assert code == 0
+    assert stdout.splitlines() == [
+        "claim  scenario      kind   compared                            test"
+        "                     published  measured      result        note",
+        "E9     fig1_latency  value  max of lat_mean_us at payload=64    within 15% of "
+        "published  2 us       2.1 us        holds         fast",
+        "E9     fig1_latency  value  max of lat_mean_us at payload=4096  within 15% of "
+        "published  2 us       not measured  not measured",
+        "",
+        f"1 of 1 measured claim checks hold; 1 not measured (no point of the run selects "
+        f"them); results in {out}/, report in {out}/report.md"]
+    report = (out / "report.md").read_text()
+    assert report.startswith(
+        "# Reproduction: roce\n\n"
+        f"`rnicsim reproduce roce --size demo --only fig1 --quiet --out {out}`\n\n"
+        "1 of 1 measured claim checks hold; 1 not measured (no point of the run selects "
+        "them).\n\n"
+        "| claim | scenario | kind | compared | test | published | measured | result | note |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| E9 | fig1_latency | value | max of lat_mean_us at payload=64 | within 15% of "
+        "published | 2 us | 2.1 us | holds | fast |\n")
+    assert report.endswith(
+        "## fig1_latency\n\n"
+        "Scenario `scenarios/roce/fig1_latency.yaml`; results in [fig1_latency/]"
+        "(fig1_latency/).\n\n"
+        "| checks | figures |\n| --- | --- |\n"
+        "| **E9** holds: 2.1 us (value within 15% of published)<br>**E9** not measured "
+        "(value within 15% of published) | [![lat.png](fig1_latency/lat.png)]"
+        "(fig1_latency/lat.png) |\n")
+    code, stdout, _err = _run(["roce", "--size", "demo", "--only", "fig1", "--quiet",
+                               "--json", "--out", str(out)], capsys)
+    got = json.loads(stdout)
+    assert [(r["claim"], r["measured"], r["holds"], r["status"]) for r in got] == \
+        [("E9", 2.1, True, "holds"), ("E9", None, None, "not measured")]
+    assert {"claim", "kind", "metric", "published", "measured", "holds", "note", "source",
+            "scenario"} <= set(got[0])

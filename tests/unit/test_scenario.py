@@ -1040,12 +1040,71 @@ def test_claims_keep_their_order_and_published_values():
         [("C0", 80.0, True), ("C1", 50.0, True)]
 
 
-def test_a_claim_over_a_missing_column_measures_nan():
-    """A claim whose ``over`` no row has measures NaN instead of raising KeyError."""
+def test_a_claim_over_a_missing_column_is_not_measured():
+    """A claim whose ``over`` no row has is ``not measured`` (NaN, holds None): not a
+    KeyError, and not a failure."""
     [r] = evaluate(claims({"kind": "ratio", "numerator": {"verb": "read"},
                            "denominator": {"verb": "rpc"}, "over": "size",
                            "published": 1}), ROWS)
-    assert math.isnan(r["measured"]) and r["holds"] is False
+    assert math.isnan(r["measured"]) and r["holds"] is None
+    assert r["status"] == "not measured"
+
+
+@pytest.mark.parametrize("spec, status", [
+    ({"kind": "value", "where": {"verb": "write"}, "published": 1}, "not measured"),
+    ({"kind": "value", "where": {"verb": "cas"}, "published": 1}, "fails"),   # NaN metric
+    ({"kind": "bound", "where": {"payload": 9}, "published": 1, "max": 2}, "not measured"),
+    ({"kind": "flat", "over": "payload", "range": {"gt": 4096}, "published": 0.1},
+     "not measured"),
+    ({"kind": "dominates", "a": {"verb": "read"}, "b": {"verb": "rpc"}, "over": "payload",
+      "range": {"ge": 1024}, "published": 1}, "not measured"),
+    ({"kind": "drop", "a": {"verb": "read"}, "b": {"verb": "rpc"}, "over": "payload",
+      "range": {"le": 8}, "published": 0.6}, "fails"),
+])
+def test_not_measured_means_no_row_is_selected(spec, status):
+    """A check is ``not measured`` only when its conditions select no row (its points were
+    filtered out); selected rows without a finite metric make it fail."""
+    [r] = evaluate(claims(spec), ROWS)
+    assert r["status"] == status
+    assert r["holds"] is (None if status == "not measured" else False)
+
+
+def test_claim_table_says_what_is_compared():
+    """Each line shows id, kind, what is compared (selections included), the test
+    (tolerance or bound), published and measured with the metric's unit, and the result;
+    a check no row selects reads ``not measured`` and is left out of the tally."""
+    from rnicsim.claims import claim_markdown, claim_table, tally
+    rows = [{"payload": 8, "verb": "read", "lat_p50_us": 2.0, "throughput_mops": 9.0},
+            {"payload": 8, "verb": "rpc", "lat_p50_us": 3.0, "throughput_mops": 3.0}]
+    cs = [dict(c, claim=f"K{i}") for i, c in enumerate([
+        {"kind": "value", "metric": "throughput_mops", "where": {"verb": "read"},
+         "published": 10, "tolerance": 0.2},
+        {"kind": "bound", "metric": "lat_p50_us", "published": 2, "min": 1, "note": "n"},
+        {"kind": "ratio", "metric": "throughput_mops", "numerator": {"verb": "read"},
+         "denominator": {"verb": "rpc"}, "over": "payload", "published": 1.5},
+        {"kind": "dominates", "metric": "lat_p50_us", "a": {"verb": "rpc"},
+         "b": {"verb": "read"}, "over": "payload", "range": {"ge": 64}, "published": 1}])]
+    ta = TypeAdapter(Claim)
+    out = evaluate([ta.validate_python(c) for c in cs], rows)
+    pad = " " * 6
+    assert claim_table(out) == [
+        f"claim  kind       compared{pad * 9}test{pad * 3}   published  measured      "
+        f"result        note",
+        f"K0     value      max of throughput_mops at verb=read{pad * 4}   within 20% of "
+        f"published  10 Mops/s  9 Mops/s      holds",
+        f"K1     bound      max of lat_p50_us{pad * 7}   >= 1{pad * 3}   2 us       3 us"
+        f"          holds         n",
+        "K2     ratio      max over payload of throughput_mops (verb=read) / (verb=rpc)  "
+        "within 15% of published  1.5        3             FAILS",
+        f"K3     dominates  min over payload of lat_p50_us (verb=rpc) / (verb=read)       > 1"
+        f"{pad * 3}    1          not measured  not measured"]
+    assert claim_markdown(out[:1]) == [
+        "| claim | kind | compared | test | published | measured | result | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| K0 | value | max of throughput_mops at verb=read | within 20% of published "
+        "| 10 Mops/s | 9 Mops/s | holds |  |"]
+    assert tally(out) == ("2 of 3 measured claim checks hold; 1 not measured (no point of "
+                          "the run selects them)")
 
 
 def test_profile_overrides_from_the_command_line_and_nested_yaml(tmp_path):
