@@ -1552,18 +1552,36 @@ def write_profile(result: FitResult, out: str | Path) -> None:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    ap = ArgumentParser(prog="rnicsim calibrate", add_help=False,
-                 description="Fit a NIC profile to perftest / rnicsim-probe measurements.")
-    ap.add_argument("inputs", nargs="+")
-    ap.add_argument("--base", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--report", required=True)
-    ap.add_argument("--params")
-    ap.add_argument("--bootstrap", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--iterations", type=int, default=20)
-    ap.add_argument("--weights", choices=["series", "points"], default="points")
-    ap.add_argument("--quiet", action="store_true")
+    ap = ArgumentParser(
+        prog="rnicsim calibrate",
+        description="Fit a NIC profile's physical parameters to perftest / rnicsim-probe "
+                    "measurements: each measurement is simulated with the same experiment, "
+                    "the parameters are searched to minimise the relative residuals, and "
+                    "a report gives the fit, confidence intervals and what the data cannot "
+                    "identify (method: calibration/README.md).")
+    ap.add_argument("inputs", nargs="+", metavar="INPUT",
+                    help="perftest text outputs and/or rnicsim-probe JSON lines (files or "
+                         "directories)")
+    ap.add_argument("--base", required=True, metavar="PROFILE",
+                    help="profile to start from: a name from 'rnicsim profiles' or a YAML path")
+    ap.add_argument("--out", required=True, metavar="NEW.yaml",
+                    help="the fitted profile (.yaml, checked before the fit)")
+    ap.add_argument("--report", required=True, metavar="DIR",
+                    help="directory for report.md and its plots")
+    ap.add_argument("--params", metavar="a,b,c",
+                    help="profile parameters to fit, e.g. pcie.latency,host.mmio (default: "
+                         "the defaults of the method, and those the data's sweeps show)")
+    ap.add_argument("--bootstrap", type=int, default=20, metavar="N",
+                    help="bootstrap resamples for the confidence intervals (default 20; 0: "
+                         "none)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the bootstrap (default 1)")
+    ap.add_argument("--iterations", type=int, default=20, metavar="N",
+                    help="at most N evaluations per round of the least-squares fit "
+                         "(default 20)")
+    ap.add_argument("--weights", choices=["series", "points"], default="points",
+                    help="points: every point alike (default); series: every series the "
+                         "same total weight")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     a = ap.parse_args(list(argv))
     if a.bootstrap < 0:
         raise InputError("command line", "--bootstrap", "a whole number >= 0")
@@ -1586,9 +1604,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str]) -> int:
     """Entry point of ``rnicsim calibrate``."""
     argv = list(argv)
-    if any(a in ("-h", "--help") for a in argv):     # anywhere, as argparse's own --help
-        print(__doc__)
-        return 0
     if not argv:     # like the other commands: missing arguments are a usage error
         raise InputError("command line", "calibrate", "INPUT... --base P --out F.yaml "
                          "--report DIR ('rnicsim calibrate --help' describes them)")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from typing import Callable, Sequence
 
-from .errors import InputError
+from .errors import InputError, did_you_mean
 
-USAGE = """usage: rnicsim COMMAND [ARGS]
+USAGE = """usage: rnicsim COMMAND [ARGS]     rnicsim --version
 
 commands:
   run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N | --scheduler tcp://H:P|local:N]
@@ -59,15 +59,41 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
 }
 
 
+def version() -> str:
+    """The installed package's version (its metadata, set in pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("rnicsim")
+    except PackageNotFoundError:      # run from a source tree that was never installed
+        return "unknown (not installed; pip install -e .)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rnicsim`` console script; returns the exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # output piped into head & co.
+        try:
+            sys.stdout = open("/dev/null", "w")
+        except OSError:
+            pass
+        return 0
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        print(f"rnicsim {version()}")
+        return 0
     cmd, rest = args[0], args[1:]
     if cmd not in COMMANDS:
-        print(f"rnicsim: unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
+        hint = did_you_mean(cmd, list(COMMANDS))
+        print(f"rnicsim: unknown command {cmd!r}{f' ({hint})' if hint else ''}\n\n{USAGE}",
+              file=sys.stderr)
         return 2
     try:
         code = COMMANDS[cmd](rest)
@@ -85,12 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rnicsim {cmd}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # output piped into head & co.
-        try:
-            sys.stdout = open("/dev/null", "w")
-        except OSError:
-            pass
-        return 0
     return int(code or 0)
 
 

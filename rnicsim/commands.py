@@ -56,12 +56,13 @@ def cmd_run(argv: list[str]) -> int:
     """``rnicsim run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N | --scheduler S]
     [--resume | --force] [--quiet]``. Exit 1 when points failed (each named on stderr)."""
     ap = ArgumentParser(prog="rnicsim run", description="Run a scenario and write its results.")
-    ap.add_argument("file")
+    ap.add_argument("file", help="scenario YAML file")
     ap.add_argument("--out", required=True, help="directory for results.csv, summary.json, "
                     "scenario.resolved.yaml, plots and the stored points")
     ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                     help=SET_HELP)
-    ap.add_argument("--seed", type=int)
+    ap.add_argument("--seed", type=int, help="run.seed of every point (default the "
+                    "scenario's)")
     add_run_options(ap)
     a = ap.parse_args(argv)
     check_run_options(a)
@@ -93,7 +94,7 @@ def cmd_validate(argv: list[str]) -> int:
     and at every size it defines; one line per file, an error on stderr for each bad one;
     exit 2 when any file is bad."""
     ap = ArgumentParser(prog="rnicsim validate", description="Check scenario files.")
-    ap.add_argument("files", nargs="+")
+    ap.add_argument("files", nargs="+", metavar="FILE", help="scenario YAML files")
     ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                     help=SET_HELP)
     a = ap.parse_args(argv)
@@ -141,8 +142,10 @@ def cmd_profiles(argv: list[str]) -> int:
     Without NAME, ``--json`` prints a list of ``{"name", "link", "rate_gbps", "nic_model",
     "description"}`` (the table's columns, the description whole)."""
     ap = ArgumentParser(prog="rnicsim profiles", description="List or show NIC profiles.")
-    ap.add_argument("name", nargs="?")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("name", nargs="?", metavar="NAME|PATH",
+                    help="a profile to show with the source of each value (default: list "
+                         "them all)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     a = ap.parse_args(argv)
     if not a.name:
         rows = []

@@ -7,6 +7,7 @@ traceback. The message names the file, the key path inside it and what was expec
 from __future__ import annotations
 
 import argparse
+import difflib
 
 
 class InputError(Exception):
@@ -30,3 +31,10 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise InputError("command line", self.prog.split()[-1], message)
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """``"did you mean 'x'?"`` for the choice closest to a misspelled ``word`` (difflib's
+    ratio at least 0.6), else ``""``."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""

@@ -72,10 +72,12 @@ def main(argv: list[str]) -> int:
                         description="Run a paper's scenarios and print each claim check: "
                                     "published against measured, and whether it holds.")
     ap.add_argument("name", help=f"paper: {', '.join(available())}")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true",
+                    help="print the claim checks as a JSON list instead of a table")
     ap.add_argument("--size", default="full", help="full (default) or a size the scenarios "
                     "define, such as demo")
-    ap.add_argument("--out")
+    ap.add_argument("--out", metavar="DIR", help="directory for report.md and each scenario's "
+                    "results (default out/reproduce/NAME)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only scenarios whose file name contains this")
     ap.add_argument("--profile", action="append", default=[], metavar="NAME=FILE",

@@ -15,7 +15,6 @@ unknown or repeated keys are errors, never ignored.
 from __future__ import annotations
 
 import copy
-import difflib
 import itertools
 import math
 import types
@@ -26,7 +25,7 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
                       ValidationError, field_validator, model_validator)
 
-from .errors import InputError
+from .errors import InputError, did_you_mean
 from .units import parse_bytes, parse_time_ns
 from .yamlio import load_yaml
 
@@ -554,13 +553,6 @@ def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
         if "input" in err and typ not in ("value_error",):
             msg += f" (got {err['input']!r})"
     return InputError(source, key, msg)
-
-
-def did_you_mean(word: str, choices: list[str]) -> str:
-    """``"did you mean 'x'?"`` for the choice closest to a misspelled ``word`` (difflib's
-    ratio at least 0.6), else ``""``."""
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else ""
 
 
 def _tags(loc: tuple) -> list[str]:

@@ -1178,11 +1178,33 @@ def test_validate_names_the_size_of_an_error_it_causes(tmp_path, capsys):
     assert code == 2 and f"{p}: sizes.demo: workload.servers" in err, err
 
 
-@pytest.mark.parametrize("cmd", ["run", "validate", "profiles", "reproduce"])
-def test_help_returns_zero(cmd, capsys):
-    """``main([cmd, '--help'])`` prints the help and returns 0 (no SystemExit)."""
+@pytest.mark.parametrize("cmd", ["run", "validate", "profiles", "perftest", "reproduce",
+                                 "rdmc-schedule", "check-history", "calibrate"])
+def test_help_is_a_usage_line_and_an_option_list(cmd, capsys):
+    """``main([cmd, '--help'])`` returns 0 (no SystemExit) and prints argparse's usage and
+    options for every subcommand (check-history: its one argument), never a module
+    docstring's reST markup."""
     assert main([cmd, "--help"]) == 0
-    assert "usage:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: rnicsim {cmd} ")
+    assert "``" not in out and ":func:" not in out and "**" not in out
+    if cmd != "check-history":
+        assert "options:\n  -h, --help" in out
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    """``rnicsim --version`` (and -V) print the installed package's version, exit 0."""
+    from importlib.metadata import version
+    for flag in ("--version", "-V"):
+        assert main([flag]) == 0
+        assert capsys.readouterr().out == f"rnicsim {version('rnicsim')}\n"
+
+
+def test_a_misspelt_command_gets_a_guess(capsys):
+    """An unknown command exits 2 naming it and the closest command."""
+    assert main(["reprodce"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rnicsim: unknown command 'reprodce' (did you mean 'reproduce'?)\n")
 
 
 def test_validate_help_describes_set(capsys):
