@@ -249,7 +249,7 @@ class MultiObjBench:
         sim = self.sim
         if sim.measuring:
             self.done += 1
-            sim.stats.hist("txn_lat").add(sim.env._now - t0)
+            sim.stats.hist("txn_lat").add(sim.now - t0)
 
     def _targets(self, ep: Endpoint, rng) -> list[int]:
         n = self.nodes
@@ -266,7 +266,7 @@ class MultiObjBench:
         slots = max(1, (w.region - w.payload) // slot)
         pa = w.passive_ack
         while True:
-            t0 = sim.env._now
+            t0 = sim.now
             self.issued += 1
             targets = self._targets(ep, rng)
             offs = rng.integers(0, slots, w.objects)
@@ -301,7 +301,7 @@ class MultiObjBench:
         switch = ep.switch_ns
         per_step = w.objects if w.outstanding else 1
         while True:
-            t0 = sim.env._now
+            t0 = sim.now
             self.issued += 1
             targets = self._targets(ep, rng)
             if w.passive_ack:
@@ -311,14 +311,14 @@ class MultiObjBench:
                         ev = sim.event()
                         credits.waiting.append((ev, per_step))
                         yield ev
-                        ep.thread.reserve(sim.env._now, switch)   # resumed
+                        ep.thread.reserve(sim.now, switch)   # resumed
                     else:
                         credits.pending += per_step
                     for m in targets[s:s + per_step]:
                         ep.call(m, H_OBJECT, txn, req, reply=False)
                     # Back to the event loop (a real yield: the thread is free for the
                     # loop and the other coroutines), then resumed after a switch.
-                    ep.thread.reserve(sim.env._now, switch)
+                    ep.thread.reserve(sim.now, switch)
                     yield sim.timeout(0)
                 continue                       # done when the handlers consumed it all
             for s in range(0, w.objects, per_step):

@@ -128,12 +128,9 @@ class Waiter:
         self.remaining -= 1
         if self.remaining == 0:
             ep = self.ep
-            now = ep.sim.env._now
+            now = ep.sim.now
             end = ep.thread.reserve(now, ep.switch_ns)
-            ev = self.event
-            ev._ok = True
-            ev._value = self
-            ep.sim.env.schedule(ev, delay=end - now)
+            ep.sim.succeed_in(self.event, end - now, self)
 
     def arm(self):
         """The event to yield. With nothing pending the coroutine does not wait: the event
@@ -247,7 +244,7 @@ class Endpoint(Worker):
     def _schedule_flush(self) -> None:
         # After the current step: a coroutine's requests up to its yield, or the replies
         # of the handlers of one poll, share doorbells (FaSST's and DrTM+H's batching).
-        self._flush_at = self.sim.env._now
+        self._flush_at = self.sim.now
         self.sim.call_at(self._flush_at, self._flush)
 
     def _flush(self) -> None:
@@ -324,14 +321,14 @@ class Endpoint(Worker):
         self._consumed[qpn] = c
         dispatch = self.cfg.dispatch
         for item in items:
-            th.reserve(sim.env._now, dispatch)
+            th.reserve(sim.now, dispatch)
             kind, cid, a, b = item
             if kind == _REQ:
                 fn = self._handlers[a]
                 src = self._src_of(wc, qp)
                 reply, rlen, cpu = fn(src[0], b)
                 if cpu:
-                    th.reserve(sim.env._now, cpu)
+                    th.reserve(sim.now, cpu)
                 if cid >= 0:
                     self._enqueue(src[0], src[1], (_REP, cid, 0, reply), rlen,
                                   via=None if self.cfg.transport == "ud" else qp)

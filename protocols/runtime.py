@@ -160,7 +160,7 @@ class Worker:
         if self._runq:
             if loop is not None:
                 # The event loop polls first (it resumes at this instant, before this call).
-                self.sim.call_at(self.sim.env._now, self._grant)
+                self.sim.call_at(self.sim.now, self._grant)
             else:
                 self._grant()
 
@@ -260,8 +260,5 @@ class Worker:
                 w[1] -= 1
                 if w[1] == 0:
                     del self._waiting[tag.rid]
-                    end = self.thread.reserve(sim.env._now, self.switch_ns)
-                    ev = w[0]
-                    ev._ok = True
-                    ev._value = w[2]
-                    sim.env.schedule(ev, delay=end - sim.env._now)
+                    end = self.thread.reserve(sim.now, self.switch_ns)
+                    sim.succeed_in(w[0], end - sim.now, w[2])

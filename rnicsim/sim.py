@@ -202,6 +202,20 @@ class Simulation:
         """Call ``fn(*args)`` after ``delay`` [ns]."""
         heappush(self._queue, (self.env._now + delay, 1, next(self._eid), _Call(fn, args)))
 
+    def succeed_in(self, event: Event, delay: float, value: Any = None) -> None:
+        """Make the untriggered SimPy ``event`` succeed with ``value`` after ``delay``
+        [ns]: one heap entry at now + ``delay``, no new event object (what a coroutine
+        waiting on ``event`` resumes with; ``Event.succeed`` but later)."""
+        event._ok = True
+        event._value = value
+        self.env.schedule(event, delay=delay)
+
+    @property
+    def events_scheduled(self) -> int:
+        """Heap entries scheduled so far (hardware callbacks and SimPy events alike),
+        a measure of the simulator's work."""
+        return int(repr(self._eid)[6:-1])    # itertools.count's repr is "count(N)"
+
     def timeout(self, delay: float, value: Any = None) -> simpy.events.Timeout:
         """A SimPy timeout firing ``delay`` [ns] from now with ``value``, for software
         processes (hardware uses :meth:`call_in`)."""

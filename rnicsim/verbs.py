@@ -309,6 +309,12 @@ class CompletionQueue:
         """Completions pushed by the NIC and not yet taken (visible or not)."""
         return self._cq.pushed - self._cq.taken
 
+    @property
+    def mode(self) -> str:
+        """``"poll"`` (busy polling, the default) or ``"interrupt"`` (after
+        :meth:`use_interrupts`)."""
+        return self._cq.mode
+
 
 class QueuePair:
     """A queue pair (``ibv_qp``). RC/UC must be :meth:`connect`-ed; UD takes ``dest``."""
@@ -528,6 +534,20 @@ class QueuePair:
         if not isinstance(prio, int) or not 0 <= prio <= 7:
             raise ValueError(f"priority: an integer 0..7, got {prio!r}")
         self._hw.prio = prio
+
+    def modify(self, *, timeout_ns: float | None = None) -> None:
+        """``ibv_modify_qp`` of the attributes the model has. ``timeout_ns`` [ns]: the RC
+        retry timeout, how long a request may go unanswered (a dead peer or path) before
+        the QP breaks and its WRs complete with RETRY_EXC_ERR, then WR_FLUSH_ERR (default
+        4.096 us x 2^14 per attempt, 8 attempts: ibv timeout 14 and retry_cnt 7, about
+        537 ms).
+        ValueError for a value that is not a positive finite number."""
+        if timeout_ns is not None:
+            if isinstance(timeout_ns, bool) or not isinstance(timeout_ns, (int, float)) \
+                    or not 0 < timeout_ns < float("inf"):
+                raise ValueError(f"modify: timeout_ns must be a positive number of ns, got "
+                                 f"{timeout_ns!r}")
+            self._hw.timeout_ns = float(timeout_ns)
 
     def on_error(self, callback) -> None:
         """Call ``callback(qp)`` when this QP breaks (peer failure, remote access error)."""

@@ -111,7 +111,7 @@ def _run(sc, profile, with_incast: bool) -> dict[str, float]:
         qp.post_send([wr() for _ in range(window)], event=False)
         while True:
             wcs = yield cq.wait()
-            now = sim.env._now
+            now = sim.now
             if sim.measuring:
                 for wc in wcs:
                     if record:

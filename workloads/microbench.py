@@ -298,7 +298,7 @@ class Microbench:
         cq = ts.cq
         while True:
             wcs = yield cq.wait()
-            now = sim.env._now
+            now = sim.now
             measuring = sim.measuring
             if scan and pending[0] > 1:
                 # the pass that found these polled every pending coroutine's CQ once
@@ -354,7 +354,7 @@ class Microbench:
 
         def issue(c: int) -> None:
             remaining[c] = sp.outstanding
-            t_issue[c] = sim.env._now
+            t_issue[c] = sim.now
             for j in range(sp.outstanding):
                 m = peers[int(rng.integers(0, len(peers)))]
                 imm = (c << 1)  # request: low bit 0
@@ -381,7 +381,7 @@ class Microbench:
         handler = sp.rpc_handler
         while True:
             wcs = yield ts.cq.wait()
-            now = sim.env._now
+            now = sim.now
             for wc in wcs:
                 if wc.opcode != RECV and wc.opcode != RECV_RDMA_WITH_IMM:
                     tag = wc.wr_id

@@ -326,7 +326,7 @@ class RemoteReads:
         consumed: dict = {}
         while True:
             wcs = yield c.cq.wait()
-            now = sim.env._now
+            now = sim.now
             for wc in wcs:
                 if wc.opcode == RECV:
                     k, s = divmod(wc.imm, sp.window)

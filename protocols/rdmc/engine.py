@@ -314,7 +314,7 @@ class _NodeRt:
         cq = self.ctx.create_cq(self.thread)
         cq.use_interrupts(self.mode == "interrupt" or
                           (self.mode == "hybrid" and not self.timer
-                           and self.cq._cq.mode == "interrupt"))
+                           and self.cq.mode == "interrupt"))
         self.cqs.append(cq)
         self.sim.process(self._loop(cq))
         return cq
@@ -322,14 +322,14 @@ class _NodeRt:
     # ---------------------------------------------------------------- completion thread
     def _loop(self, cq):
         th = self.thread
-        env = self.sim.env
+        sim = self.sim
         o = self.eng.opts
         cpu = o.completion_cpu_ns
         while True:
             wcs = yield cq.wait()
             if self.dead:
                 return
-            now = env._now
+            now = sim.now
             if self.mode != "interrupt":
                 spin_end = now if self.mode == "polling" else min(now, self.last_wc + self.window)
                 if spin_end > self.idle_since:
@@ -497,7 +497,7 @@ class _Member:
         elif wc.wr_id == _WR_BLOCK:
             if self.g.send_log is not None:
                 self.g.send_log.append((self.m_seq, self.rank, peer, wc.t_post,
-                                        self.rt.sim.env._now))
+                                        self.rt.sim.now))
             if self.g.cd:
                 # Only the last block of the offloaded chain is signaled (RC completes in
                 # order, so every earlier one is done too).
@@ -543,7 +543,7 @@ class _Member:
             self.m_nheld = 0
         self.m_msg = g.messages[seq] if seq < len(g.messages) else None
         rt = self.rt
-        rt.thread.reserve(rt.sim.env._now, g.engine.opts.message_setup_ns)
+        rt.thread.reserve(rt.sim.now, g.engine.opts.message_setup_ns)
         rt.activate(self)
 
     def _on_block(self, wc, peer: int) -> None:
@@ -580,7 +580,7 @@ class _Member:
         rt = self.rt
         if g.log is not None:
             g.log.append((self.m_seq, peer, self.rank, lo, hi, _step, wc.t_post,
-                          rt.sim.env._now))
+                          rt.sim.now))
         if g.cd:
             if ri == 0 or hi == k:
                 if ri == 0:
@@ -602,7 +602,7 @@ class _Member:
             n = wc.byte_len
             if g.engine.opts.carry_data:
                 self.msg_mr.write(lo * bs, self.first_mr.read(0, n))
-            rt.thread.reserve(rt.sim.env._now, n * 1e9 / g.engine.opts.copy_rate)
+            rt.thread.reserve(rt.sim.now, n * 1e9 / g.engine.opts.copy_rate)
         self._check_done()
 
     def _ready(self, ri: int) -> None:
@@ -748,7 +748,7 @@ class _Member:
             return
         g = self.g
         rt = self.rt
-        now = rt.sim.env._now
+        now = rt.sim.now
         t_done = rt.thread.reserve(now, 0.0)
         seq = self.m_seq
         msg = self.m_msg
@@ -803,7 +803,7 @@ class _Member:
             for r, other in enumerate(g.ms):
                 if r == self.rank:
                     continue
-                t = rt.thread.reserve(rt.sim.env._now, o.oob_cpu_ns)
+                t = rt.thread.reserve(rt.sim.now, o.oob_cpu_ns)
                 g.engine._oob(self.node, other.node, t + o.oob_latency_ns,
                               other.learn_failure, suspect, False)
         if self.closing and self.close_result is None:
@@ -987,7 +987,7 @@ class Group:
             for q, m, peer, ctl in ((qa, ma, b, False), (qb, mb, a, False),
                                     (ca, ma, b, True), (cb, mb, a, True)):
                 if o.retry_timeout_ns is not None:
-                    q._hw.timeout_ns = float(o.retry_timeout_ns)   # the QP's retry timeout attr
+                    q.modify(timeout_ns=o.retry_timeout_ns)
                 (m.ctl_qps if ctl else m.qps)[peer] = q
                 (m.ctl_avail if ctl else m.recv_avail)[peer] = o.recv_batch
                 q.post_recv([_RECV_WR] * o.recv_batch)

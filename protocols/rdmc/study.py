@@ -693,7 +693,7 @@ def speed(n: int = 512, size: int = 256 * MiB, block_size: int = MiB, *,
     t2 = time.perf_counter()
     return {"n": n, "size": size, "setup_s": t1 - t0, "run_s": t2 - t1, "wall_s": t2 - t0,
             "cpu_s": time.process_time() - c0,
-            "events": next(sim.env._eid), "completion_ms": m.completion_ns / 1e6,
+            "events": sim.events_scheduled, "completion_ms": m.completion_ns / 1e6,
             "profile": prof_text}
 
 

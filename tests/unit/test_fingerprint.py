@@ -2,7 +2,8 @@
 
 Each case runs one short point (a workload kind, a protocol, a NIC profile or transmit
 arbitration the hardware model treats differently) and hashes its results row: every
-metric's ``repr`` (the exact float), sorted by name, wall-clock columns left out. A
+recorded metric's ``repr`` (the exact float), sorted by name (``COLUMNS``: metrics added
+later are not covered, a metric removed fails the case; wall-clock columns never count). A
 refactoring of the hardware model, the verbs facade or a protocol that keeps the same float
 operations in the same order and the same event order keeps every hash; anything else
 changes one. When a change of the model is meant to change results, record the new hashes
@@ -161,49 +162,91 @@ PERFTEST: dict[str, Callable[[], dict[str, float]]] = {
     "perftest_behind_64k": _behind,
 }
 
-# Hashes of the rows above. Recorded from the model as it is; see the module doc.
-EXPECTED: dict[str, str] = {
-    "incast_dcqcn": "17fb288b87b59fa1",
-    "microbench_cas": "b1cbd7c2eddbe6f0",
-    "microbench_faa_cx3_serial_atomics": "2a7fdecc873b5348",
-    "microbench_read": "39108b9e34020acf",
-    "microbench_read_large_packet_arbitration": "f52996733ae68d95",
-    "microbench_read_qpc_misses": "e34a73c3ce568e50",
-    "microbench_read_roce_leaf_spine": "1f623682d8fd4c05",
-    "microbench_read_shared_context_per_qp_cq": "51826bb87b4b456a",
-    "microbench_rpc_ud": "f9963c3d1bb33e90",
-    "microbench_rpc_write_imm": "bb99a19b62e87008",
-    "microbench_send_rc": "83008dc4dc876767",
-    "microbench_write_inline_batch": "44241fe60a699d1f",
-    "microbench_write_large_fifo_arbitration": "ae062b3c04efd5b5",
-    "microbench_write_large_message_arbitration": "3751bea2ac363394",
-    "microbench_write_uc_4k_pages": "98eeaedbf12d7d78",
-    "multiobj_read_one_sided": "bd28e65a80425e52",
-    "multiobj_write_two_sided_passive_ack": "ee6ae7a2f3eba42d",
-    "rdmc_binomial_pipeline": "7f1f33a5e32b9ede",
-    "rdmc_sequential_interrupt": "8a177f0c49d20d5f",
-    "remote_read_intr_background": "035f5a8ae80be06d",
-    "remote_read_send_send": "2b6c7cb59d4bc344",
-    "rpc_rc_handler": "af28ed550b8089d5",
-    "rpc_ud_coalesce": "f5f3b15127967390",
-    "txn_smallbank_occ_drtmh": "834c51c56f35f9ae",
-    "txn_smallbank_occ_fasst": "d0c14fe160f5d3ca",
-    "txn_tpcc_occ_farm": "cb30498f2eaa65df",
-    "txn_tpce_occ_drtmr": "aa426cb7eb7d690f",
-    "perftest_atomic_bw_cx3": "c7d697a145513e4e",
-    "perftest_behind_64k": "f67717c21de2ab0d",
-    "perftest_read_lat": "33af0b05ea79bd35",
-    "perftest_send_lat_ud": "4de197e88bfb600a",
-    "perftest_write_bw": "7c4a3d985d577caa",
+# Metric columns each case's fingerprint covers, by kind of results row: the columns the
+# model had when the hashes were recorded. A column added later is not covered (it
+# cannot change an existing one); a column that goes away fails the case.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "incast": ("cnps", "ecn_marks", "headroom_overflow", "incast_gbps", "pause_frames",
+               "pause_time_us", "victim_alone_us", "victim_lat_p99_us", "victim_lat_us",
+               "victim_slowdown"),
+    "microbench": ("bandwidth_gbps", "cpu_util", "lat_p50_us", "lat_p90_us", "lat_p999_us",
+                   "lat_p99_us", "measure_us", "nic_pu_util", "nic_pu_util_max",
+                   "pcie_util_max", "qpc_miss_rate", "throughput_mops",
+                   "throughput_mops_total", "wire_util_max"),
+    "microbench_roce": ("bandwidth_gbps", "cnps", "cpu_util", "ecn_marks",
+                        "headroom_overflow", "lat_p50_us", "lat_p90_us", "lat_p999_us",
+                        "lat_p99_us", "measure_us", "nic_pu_util", "nic_pu_util_max",
+                        "pause_frames", "pause_time_us", "pcie_util_max", "qpc_miss_rate",
+                        "throughput_mops", "throughput_mops_total", "wire_util_max"),
+    "multiobj": ("cpu_util", "lat_p50_us", "lat_p90_us", "lat_p99_us", "measure_us",
+                 "nic_pu_util", "nic_pu_util_max", "pcie_util_max", "step",
+                 "throughput_mops_per_node", "throughput_mtxns",
+                 "throughput_mtxns_per_node", "wire_util_max"),
+    "perftest_behind": ("lat_p50_us",),
+    "perftest_bw": ("bw_avg", "bw_peak", "msg_rate_mpps"),
+    "perftest_lat": ("p99", "p999", "t_avg", "t_max", "t_min", "t_stdev", "t_typical"),
+    "rdmc": ("bandwidth_gbps", "completion_ms", "cpu", "cpu_root", "skew_ms", "total_ms"),
+    "remote_read": ("background_gbps", "bandwidth_gbps", "cnps", "cpu_client",
+                    "cpu_server", "ecn_marks", "headroom_overflow", "lat_excess_us",
+                    "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "nic_pu_util",
+                    "nic_pu_util_max", "pause_frames", "pause_time_us", "pcie_util_max",
+                    "throughput_mops", "wire_util_max"),
+    "rpc": ("cpu_util", "lat_p50_us", "lat_p90_us", "lat_p99_us", "measure_us",
+            "nic_pu_util", "nic_pu_util_max", "pcie_util_max", "throughput_mops",
+            "throughput_mops_total", "wire_util_max"),
+    "txn": ("abort_rate", "committed", "cpu_util", "lat_commit_us", "lat_exec_us",
+            "lat_log_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_validate_us",
+            "measure_us", "nic_pu_util", "nic_pu_util_max", "pcie_util_max",
+            "qpc_miss_rate", "round_trips_per_txn", "throughput_mtxns",
+            "throughput_mtxns_per_node", "wire_util_max"),
+}
+
+# name -> (its COLUMNS key, the hash of those columns). Recorded from the model as it is;
+# see the module doc.
+EXPECTED: dict[str, tuple[str, str]] = {
+    "incast_dcqcn": ("incast", "17fb288b87b59fa1"),
+    "microbench_cas": ("microbench", "b1cbd7c2eddbe6f0"),
+    "microbench_faa_cx3_serial_atomics": ("microbench", "2a7fdecc873b5348"),
+    "microbench_read": ("microbench", "39108b9e34020acf"),
+    "microbench_read_large_packet_arbitration": ("microbench", "f52996733ae68d95"),
+    "microbench_read_qpc_misses": ("microbench", "e34a73c3ce568e50"),
+    "microbench_read_roce_leaf_spine": ("microbench_roce", "1f623682d8fd4c05"),
+    "microbench_read_shared_context_per_qp_cq": ("microbench", "51826bb87b4b456a"),
+    "microbench_rpc_ud": ("microbench", "f9963c3d1bb33e90"),
+    "microbench_rpc_write_imm": ("microbench", "bb99a19b62e87008"),
+    "microbench_send_rc": ("microbench", "83008dc4dc876767"),
+    "microbench_write_inline_batch": ("microbench", "44241fe60a699d1f"),
+    "microbench_write_large_fifo_arbitration": ("microbench", "ae062b3c04efd5b5"),
+    "microbench_write_large_message_arbitration": ("microbench", "3751bea2ac363394"),
+    "microbench_write_uc_4k_pages": ("microbench", "98eeaedbf12d7d78"),
+    "multiobj_read_one_sided": ("multiobj", "bd28e65a80425e52"),
+    "multiobj_write_two_sided_passive_ack": ("multiobj", "ee6ae7a2f3eba42d"),
+    "rdmc_binomial_pipeline": ("rdmc", "7f1f33a5e32b9ede"),
+    "rdmc_sequential_interrupt": ("rdmc", "8a177f0c49d20d5f"),
+    "remote_read_intr_background": ("remote_read", "035f5a8ae80be06d"),
+    "remote_read_send_send": ("remote_read", "2b6c7cb59d4bc344"),
+    "rpc_rc_handler": ("rpc", "af28ed550b8089d5"),
+    "rpc_ud_coalesce": ("rpc", "f5f3b15127967390"),
+    "txn_smallbank_occ_drtmh": ("txn", "834c51c56f35f9ae"),
+    "txn_smallbank_occ_fasst": ("txn", "d0c14fe160f5d3ca"),
+    "txn_tpcc_occ_farm": ("txn", "cb30498f2eaa65df"),
+    "txn_tpce_occ_drtmr": ("txn", "aa426cb7eb7d690f"),
+    "perftest_atomic_bw_cx3": ("perftest_bw", "c7d697a145513e4e"),
+    "perftest_behind_64k": ("perftest_behind", "f67717c21de2ab0d"),
+    "perftest_read_lat": ("perftest_lat", "33af0b05ea79bd35"),
+    "perftest_send_lat_ud": ("perftest_lat", "4de197e88bfb600a"),
+    "perftest_write_bw": ("perftest_bw", "7c4a3d985d577caa"),
 }
 
 
-def fingerprint(row: dict[str, Any]) -> str:
+def fingerprint(row: dict[str, Any], columns: tuple[str, ...] | None = None) -> str:
     """SHA-256 (first 16 hex digits) of a results row: ``name=repr(value)`` lines in name
-    order, wall-clock columns left out. ``repr`` of a float is exact, so any change of the
-    last bit of any metric changes the hash."""
-    lines = [f"{k}={v!r}" for k, v in sorted(row.items())
-             if k not in WALL_CLOCK and not k.startswith("_")]
+    order over ``columns`` (default: every column but the wall-clock ones). ``repr`` of a
+    float is exact, so any change of the last bit of any metric changes the hash.
+    KeyError for a column the row lacks."""
+    if columns is None:
+        columns = tuple(k for k in row if k not in WALL_CLOCK and not k.startswith("_"))
+    lines = [f"{k}={row[k]!r}" for k in sorted(columns)]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
@@ -232,17 +275,30 @@ def test_every_workload_kind_has_a_case():
 
 @pytest.mark.parametrize("name", CASES)
 def test_results_fingerprint(name):
-    """The case's results row hashes to the stored value."""
-    assert fingerprint(run_case(name)) == EXPECTED.get(name), name
+    """The case's results row has every recorded column, and they hash to the stored
+    value."""
+    group, expected = EXPECTED[name]
+    row = run_case(name)
+    assert [c for c in COLUMNS[group] if c not in row] == [], name
+    assert fingerprint(row, COLUMNS[group]) == expected, name
 
 
 def test_fingerprint_sees_the_last_bit_and_ignores_wall_clock():
-    """One ulp in one metric changes the hash; the wall-clock columns do not count."""
+    """One ulp in one metric changes the hash; the wall-clock columns do not count, nor
+    do columns outside the ones given."""
     row = {"throughput_mops": 1.0, "lat_p50_us": 2.5, "wall_s": 0.3}
     same = {"lat_p50_us": 2.5, "throughput_mops": 1.0, "wall_s": 9.9}
     ulp = {"throughput_mops": 1.0000000000000002, "lat_p50_us": 2.5, "wall_s": 0.3}
     assert fingerprint(row) == fingerprint(same)
     assert fingerprint(row) != fingerprint(ulp)
+    wider = {**row, "abort_rate_lock": 0.5}
+    assert fingerprint(wider, ("lat_p50_us", "throughput_mops")) == fingerprint(row)
+
+
+def test_every_case_has_a_stored_hash_over_known_columns():
+    """Each case has an entry in EXPECTED naming a COLUMNS key, and nothing else does."""
+    assert sorted(EXPECTED) == sorted(CASES)
+    assert {g for g, _ in EXPECTED.values()} <= set(COLUMNS)
 
 
 if __name__ == "__main__":   # print the hashes of the model as it is, to paste above
@@ -251,5 +307,8 @@ if __name__ == "__main__":   # print the hashes of the model as it is, to paste 
 
     for case in (sys.argv[1:] or CASES):
         t = time.perf_counter()
-        h = fingerprint(run_case(case))
-        print(f'    "{case}": "{h}",   # {time.perf_counter() - t:.2f} s', flush=True)
+        group = EXPECTED[case][0] if case in EXPECTED else "?"
+        row = run_case(case)
+        h = fingerprint(row, COLUMNS.get(group))
+        print(f'    "{case}": ("{group}", "{h}"),   # {time.perf_counter() - t:.2f} s',
+              flush=True)
