@@ -203,12 +203,13 @@ def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
         groups = _groups(p, sel, sc)
         colours: dict[str, Any] = {}
         cats = None            # the categories of a bar plot, by position
+        fixed_x = False        # x ticks are the swept values (kept as they are)
         if p.kind == "cdf":
             _draw_cdf(ax, p, sel, sc, colours)
         else:
             numeric = p.kind == "line" and all(_is_number(_num(r[p.x])) for r in sel)
             if numeric:
-                _draw_lines(ax, sc, i, p, groups, colours)
+                fixed_x = _draw_lines(ax, sc, i, p, groups, colours)
             else:
                 if p.logx:
                     _log_ok([_num(r[p.x]) for r in sel], p.x, i, "x")   # warns: categories
@@ -217,10 +218,20 @@ def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
                 ax.set_yscale("log")
             ax.set_ylabel(axis_label(p.y))
             for ref in p.reference:
-                _draw_reference(ax, p, sel, ref, cats)
-        _draw_published(ax, p, groups, colours, cats)
+                _draw_reference(ax, p, groups, ref, colours, cats)
+        notes_at = _draw_published(ax, p, groups, colours, cats)
         if p.y_from_zero and ax.get_yscale() == "linear" and ax.get_ylim()[0] > 0:
             ax.set_ylim(bottom=0)
+        if p.published and ax.get_yscale() == "linear" and p.kind != "cdf":
+            # room above the highest published point for its label
+            lo, hi = ax.get_ylim()
+            top = max(pt.y for pt in p.published)
+            if top + 0.08 * (hi - lo) > hi:
+                ax.set_ylim(top=top + 0.08 * (hi - lo))
+        for a in ([ax.yaxis] if fixed_x else [ax.xaxis, ax.yaxis]):
+            if a.get_scale() == "log":
+                _plain_log(a)
+        _annotate(ax, notes_at)
         ax.set_title(p.title or sc.description or sc.name, fontsize=11)
         notes = []
         if p.kind == "cdf":
@@ -244,28 +255,37 @@ def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
     return fig
 
 
-def _draw_lines(ax, sc: Scenario, i: int, p, groups, colours) -> None:
+def _draw_lines(ax, sc: Scenario, i: int, p, groups, colours) -> bool:
+    """One line per series; True when the x ticks are set to the swept values."""
+    from matplotlib.ticker import NullLocator
+
     def xv(r):
         return _num(r[p.x])
 
     xs_all = sorted({xv(r) for rs in groups.values() for r in rs})
-    for name, rs in groups.items():
+    for j, (name, rs) in enumerate(groups.items()):
         rs = sorted(rs, key=xv)
-        (line,) = ax.plot([xv(r) for r in rs], [r[p.y] for r in rs], marker="o", ms=4,
-                          label=name if p.series else None)
+        # a marker per series: lines that coincide, and grey prints, stay told apart;
+        # above the published markers: a measured point on its published one stays seen
+        (line,) = ax.plot([xv(r) for r in rs], [r[p.y] for r in rs],
+                          marker=_SERIES_MARKERS[j % len(_SERIES_MARKERS)], ms=4.5,
+                          label=name if p.series else None, zorder=6)
         colours[name] = line.get_color()
     if p.logx and _log_ok(xs_all, p.x, i, "x"):
         ax.set_xscale("log", base=2)
     byte_axis = is_byte_key(sc, p.x)
-    if byte_axis or p.logx:
-        # the swept values as ticks: a reader finds the measured points on the axis
-        ticks = [x for x in xs_all if not p.logx or x > 0]
+    # the swept values as ticks: a reader finds the measured points on the axis
+    ticks = [x for x in xs_all if not p.logx or x > 0]
+    if byte_axis or p.logx or all(float(x).is_integer() for x in ticks):
         if 0 < len(ticks) <= 14:
             ax.set_xticks(ticks)
             ax.set_xticklabels([format_bytes(x) if byte_axis else f"{x:g}" for x in ticks],
                                rotation=30 if len(ticks) > 7 else 0)
-            ax.minorticks_off()
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel(axis_label(p.x, byte_axis))
+            return True
     ax.set_xlabel(axis_label(p.x, byte_axis))
+    return False
 
 
 def _categories(p, groups) -> list[Any]:
@@ -302,25 +322,35 @@ def _draw_bars(ax, sc: Scenario, p, groups, colours) -> list[Any]:
     return cats
 
 
-def _draw_reference(ax, p, sel, col: str, cats: list[Any] | None) -> None:
-    """Column ``col`` drawn as a dashed black line (one value per x: a bound or an ideal
-    the measured series are read against); over bars (``cats``), a dash per category."""
-    numeric = cats is None
-    pts: dict[Any, float] = {}
-    for r in sel:
-        if col in r and _is_number(r[col]):
-            pts.setdefault(_num(r[p.x]) if numeric else str(r[p.x]), r[col])
-    if not pts:
+def _draw_reference(ax, p, groups, col: str, colours, cats: list[Any] | None) -> None:
+    """Column ``col`` drawn dashed (a bound or an ideal the measured series are read
+    against): one black line when every series has the same values, else one line per
+    series in its colour; over bars (``cats``), a dash across each category. One legend
+    entry, the column's quantity."""
+    lines: dict[str, dict[Any, float]] = {}
+    for name, rs in groups.items():
+        pts: dict[Any, float] = {}
+        for r in rs:
+            if _is_number(r.get(col)):
+                pts.setdefault(_num(r[p.x]) if cats is None else _value_text(r[p.x]), r[col])
+        if pts:
+            lines[name] = pts
+    if not lines:
         return
-    if numeric:
-        xs = sorted(pts)
-        ax.plot(xs, [pts[x] for x in xs], ls="--", color="black", lw=1.2,
-                label=axis_label(col).split(" [")[0])
-    else:
-        for k, c in enumerate(cats):
-            if str(c) in pts:
-                ax.hlines(pts[str(c)], k - 0.45, k + 0.45, colors="black", linestyles="--",
-                          label=axis_label(col).split(" [")[0] if k == 0 else None)
+    shared = all(v == next(iter(lines.values())) for v in lines.values())
+    label = axis_label(col).split(" [")[0]
+    for name, pts in (list(lines.items())[:1] if shared else lines.items()):
+        colour = "black" if shared else colours.get(name, "black")
+        if cats is None:
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] for x in xs], ls="--", color=colour, lw=1.2, label=label,
+                    zorder=4)
+        else:
+            for k, c in enumerate(cats):
+                if _value_text(c) in pts:
+                    ax.hlines(pts[_value_text(c)], k - 0.45, k + 0.45, colors=colour,
+                              linestyles="--", label=label, zorder=4)
+        label = None
 
 
 def _percentiles(r: dict[str, Any]) -> list[tuple[float, float]]:
@@ -358,14 +388,17 @@ def _draw_cdf(ax, p, sel, sc: Scenario, colours) -> None:
 
 
 _BOUND_MARKERS = {None: "*", "upper": "v", "lower": "^"}
+_SERIES_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "<", ">", "h")
 
 
-def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> None:
+def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> list:
     """The plot's published points: a black-edged marker in the colour of the series it
     belongs to (``*`` a value, ``v`` an upper bound, ``^`` a lower bound), a horizontal
     segment for an x range, a dotted level across the plot without x; one legend entry
-    per source, ``published (SOURCE)``; the point's label (or claim id) beside it."""
+    per source, ``published (SOURCE)``. Returns (x, y, text) of each point's label (or
+    claim id), for :func:`_annotate`."""
     seen: set[str] = set()
+    notes: list[tuple[float, float, str]] = []
     for pt in p.published:
         colour = _series_colour(p, pt, groups, colours)
         marker = _BOUND_MARKERS[pt.bound]
@@ -374,13 +407,16 @@ def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> None:
         legend = f"published ({pt.source})"
         if legend not in seen:            # one entry per source, in a neutral colour
             seen.add(legend)
-            ax.plot([], [], label=legend, mfc="white", **dict(style, marker="*", ms=12))
+            if pt.x is None:
+                ax.plot([], [], label=legend, ls=":", color="0.25", lw=1.5)
+            else:
+                ax.plot([], [], label=legend, mfc="white", **dict(style, marker="*", ms=12))
         text = pt.label or pt.claim or ""
         if pt.x is None:
             ax.axhline(pt.y, ls=":", color="0.25" if colour == "white" else colour, lw=1.5,
                        zorder=4)
-            ax.annotate(text, (ax.get_xlim()[0], pt.y), xytext=(4, 3),
-                        textcoords="offset points", fontsize=7)
+            if text:
+                notes.append((None, pt.y, text))
             continue
         if isinstance(pt.x, list):
             x0, x1 = (_num(v) for v in pt.x)
@@ -396,10 +432,44 @@ def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> None:
         else:
             xs = [_num(pt.x)]
         ax.plot(xs, [pt.y] * len(xs), mfc=colour, **style)
-        xt = xs[-1]
         if text:
-            ax.annotate(text, (xt, pt.y), xytext=(6, 4), textcoords="offset points",
-                        fontsize=7)
+            notes.append((xs[-1], pt.y, text))
+    return notes
+
+
+def _annotate(ax, notes: list[tuple[float | None, float, str]]) -> None:
+    """Each published point's text beside it, once the limits are final: to its right,
+    or to its left in the right quarter of the axes (so it stays inside), moved down a
+    line while it would overlap one placed before; a level's (x None) at the left edge."""
+    placed: list[tuple[float, float, float]] = []      # (left, right, bottom) [axes]
+    line, char = 0.035, 0.0085                          # one text line; one character
+    for x, y, text in notes:
+        if x is None:
+            fx, fy = 0.0, ax.transAxes.inverted().transform(
+                ax.transData.transform((ax.get_xlim()[0], y)))[1]
+            right = False
+        else:
+            fx, fy = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))
+            right = fx > 0.75
+        width = len(text) * char
+        x0, x1 = (fx - 0.012 - width, fx) if right else (fx, fx + 0.012 + width)
+        dy = 0.008
+        while any(x0 < b1 and b0 < x1 and abs(fy + dy - b) < line for b0, b1, b in placed):
+            dy -= line
+        placed.append((x0, x1, fy + dy))
+        ax.annotate(text, (fx, fy), xycoords="axes fraction",
+                    xytext=((-0.012 if right else 0.012) + fx, fy + dy),
+                    textcoords="axes fraction", ha="right" if right else "left",
+                    fontsize=7)
+
+
+def _plain_log(axis) -> None:
+    """Ticks of a log axis as plain numbers at 1, 2, 5 x 10^n (``200``, not ``2x10^2``)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _matching_groups(p, pt, groups) -> list[str]:

@@ -11,7 +11,9 @@ Imported lazily by :mod:`rnicsim.scenario` (its ``PLUGINS`` list).
   ``cluster.nic.per_node`` and ``cluster.threads`` must stay 1, and ``run.warmup`` /
   ``run.measure`` are not used (each message is measured whole). Metrics:
   ``completion_ms``, ``bandwidth_gbps``, ``skew_ms``, ``cpu`` (mean CPU share of the
-  members), ``cpu_root``, ``total_ms``.
+  members), ``cpu_root``, ``total_ms``, ``pipeline_bound_gbps`` (the binomial pipeline's
+  schedule on ideal links, :func:`pipeline_bound_gbps`: no schedule of such blocks is
+  faster).
 - ``rdmc_study``: one of the paper-reproduction studies of :mod:`protocols.rdmc.study`
   (their testbeds are built from the scenario's NIC profile and overrides with the link and
   fabric of the paper's cluster, so ``cluster.nodes`` is not used and ``cluster.topology``,
@@ -83,8 +85,22 @@ def run_multicast_point(sc, profile) -> dict[str, float]:
                       seed=sc.run.seed, messages=w.messages, rack_size=w.rack_size,
                       completion=w.completion, nodes=sc.cluster.nodes,
                       cores=sc.cluster.cores)
-    return {k: float(r[k]) for k in ("completion_ms", "total_ms", "bandwidth_gbps",
-                                     "skew_ms", "cpu", "cpu_root")}
+    out = {k: float(r[k]) for k in ("completion_ms", "total_ms", "bandwidth_gbps",
+                                    "skew_ms", "cpu", "cpu_root")}
+    out["pipeline_bound_gbps"] = pipeline_bound_gbps(r["link_gbps"], w.group_size, w.message,
+                                                     w.block)
+    return out
+
+
+def pipeline_bound_gbps(link_gbps: float, n: int, message: int, block: int) -> float:
+    """The bandwidth [Gb/s] of the binomial pipeline's schedule on ideal links: ``message``
+    [B] in blocks of ``block`` [B] to ``n`` nodes takes its schedule's step count (l + k - 1
+    for n = 2^l) of block times at ``link_gbps`` (the link's data rate; per-packet headers
+    and per-block latency are left out, so no block-based multicast is faster)."""
+    from .schedules import step_count
+
+    k = -(-message // block)
+    return link_gbps * message / (step_count("binomial-pipeline", n, k) * block)
 
 
 def check_scenario_point(sc, profile) -> None:
