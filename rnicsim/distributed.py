@@ -7,7 +7,7 @@ per task as each finishes (completion order, not sweep order):
 - :class:`SerialPool`: one after another in this process (``--jobs 1``);
 - :class:`ProcessPool`: on N local worker processes (``--jobs N``);
 - :class:`DaskPool`: on a Dask distributed cluster, an existing one
-  (``--scheduler tcp://HOST:8786``, workers started with ``dask-worker``) or a
+  (``--scheduler tcp://HOST:8786``, workers started with ``dask worker``) or a
   ``LocalCluster`` of N worker processes on loopback (``--scheduler local:N``).
 
 Contract: a point that raises yields an Outcome with its error and the pool goes on with
@@ -214,7 +214,7 @@ class DaskPool(SerialPool):
             raise InputError("command line", "--scheduler",
                              f"a scheduler with workers ({scheduler}: no worker joined within "
                              f"{CONNECT_TIMEOUT_S:g} s; start some with "
-                             f"'dask-worker {scheduler} --nthreads 1')") from None
+                             f"'dask worker {scheduler} --nthreads 1')") from None
         except Exception as e:  # noqa: BLE001 - a worker that cannot import rnicsim
             self.close()
             raise InputError("command line", "--scheduler",
