@@ -960,8 +960,8 @@ def _check_names(sc: Scenario, source: str) -> None:
 def _check_published(sc: Scenario, source: str, as_written: bool) -> None:
     """Each plot's published points agree with the scenario: a ``claim`` is the id of one
     of its checks, and a point on the plot's ``y`` metric of a ``value`` or ``bound``
-    check with that id has that check's published value (one number, written twice,
-    must not drift apart). ``as_written`` (the file at its full size, no ``--set``):
+    check with that id on the same series has that check's published value (one number,
+    written twice, must not drift apart). ``as_written`` (the file at its full size, no ``--set``):
     a point's ``x`` is a value the sweep runs (a range lies within the swept values)
     and its ``series`` select a swept combination, so the full run measures beside it."""
     ids = sorted({c.claim for c in sc.expected})
@@ -975,7 +975,8 @@ def _check_published(sc: Scenario, source: str, as_written: bool) -> None:
                                      f"scenario's expected block ({', '.join(ids) or 'none'}), "
                                      f"got {pt.claim!r}")
                 same = [c.published for c in sc.expected if c.claim == pt.claim
-                        and c.metric == p.y and c.kind in ("value", "bound")]
+                        and c.metric == p.y and c.kind in ("value", "bound")
+                        and _compatible(c.where, pt.series)]
                 if same and not any(math.isclose(pt.y, v, rel_tol=1e-9) for v in same):
                     raise InputError(source, f"{key}.y", f"the published value of claim "
                                      f"{pt.claim} on {p.y} "
@@ -1011,6 +1012,12 @@ def _path_hint(sc: BaseModel, key: str) -> str:
         return ""
     hint = did_you_mean(last, sorted(type(obj).model_fields))
     return hint.replace("'", "'" + "".join(p + "." for p in head), 1) if hint else ""
+
+
+def _compatible(where: dict[str, Any], series: dict[str, Any]) -> bool:
+    """False when ``where`` and ``series`` set a key they share to different conditions
+    (a claim on another series than a published point's)."""
+    return all(_num(where[k]) == _num(v) for k, v in series.items() if k in where)
 
 
 def _path_allowed(sc: BaseModel, key: str) -> bool:

@@ -22,6 +22,7 @@ run: {seed: 3, warmup: 5us, measure: 5us}
 sweep: {workload.verb: [read, write], workload.payload: [8, 64, 4KiB], workload.shared_context: [false, true]}
 expected:
   - {claim: D1, kind: value, metric: throughput_mops, published: 130}
+  - {claim: D2, kind: value, metric: throughput_mops, where: {workload.verb: write}, published: 100}
   - {claim: D5, kind: ratio, metric: throughput_mops, numerator: {workload.verb: read},
      denominator: {workload.verb: write}, over: workload.payload, published: 1.6}
 """
@@ -200,7 +201,10 @@ def test_make_plots_writes_the_file_and_skips_a_plot_without_rows(tmp_path):
 
 @pytest.mark.parametrize("plot, key, words", [
     ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 1, claim: D9, source: S}]}",
-     "plots[0].published[0].claim", "D1, D5"),
+     "plots[0].published[0].claim", "D1, D2, D5"),
+    ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 50, claim: D2,"
+     " series: {workload.verb: write}, source: S}]}",
+     "plots[0].published[0].y", "claim D2 on throughput_mops (100), got 50"),
     ("{x: workload.payload, y: throughput_mops, published: [{x: 64, y: 131, claim: D1, source: S}]}",
      "plots[0].published[0].y", "the published value of claim D1 on throughput_mops (130)"),
     ("{x: workload.payload, y: throughput_mops, published: [{x: 128, y: 1, source: S}]}",
@@ -225,6 +229,13 @@ def test_published_points_that_contradict_the_scenario_are_refused(tmp_path, plo
         scenario(tmp_path, f"  - {plot}\n")
     assert e.value.key.startswith(key), (e.value.key, str(e.value))
     assert words in str(e.value)
+
+
+def test_a_point_on_another_series_than_its_claims_value_check_loads(tmp_path):
+    """D2's value check is on WRITE (100): a D2 point on READ (50) states another number."""
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, published: [{x: 64,"
+                            " y: 50, claim: D2, series: {workload.verb: read}, source: S}]}\n")
+    assert sc.plots[0].published[0].y == 50
 
 
 def test_a_set_override_of_the_swept_x_keeps_the_published_points(tmp_path):
