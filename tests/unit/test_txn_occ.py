@@ -201,7 +201,8 @@ def test_scenario_history_option_writes_checkable_histories(tmp_path):
         assert len(h) == r["history_txns"] > 0
         assert h.check().serializable
     run_scenario(load_scenario(f, ["run.size=smoke"]), tmp_path, progress=False)
-    assert not (tmp_path / "points").exists()
+    assert sorted(p.name for p in (tmp_path / "points").iterdir()) == [
+        "000.json", "001.json", "run.json"]       # the stored points, no histories
 
 
 def test_staggered_start_spreads_the_coroutines(cx4):
