@@ -10,12 +10,20 @@ Prints one JSON object:
 - ``events_per_verb``: heap entries processed per completed verb,
 - ``peak_rss_mb``: peak resident memory of the process.
 
-Usage: ``python benchmarks/engine.py [--verb read] [--payload 32] [--measure-us 200]``.
+With ``--calls`` it instead runs the measured window under ``cProfile`` and prints
+``python_calls_per_verb`` (Python and C function calls per completed verb, the
+profiler's total): the same on every machine and load, so two versions of the model can
+be compared where wall-clock rates are too noisy.
+
+Usage: ``python benchmarks/engine.py [--verb read] [--payload 32] [--measure-us 200]
+[--calls]``.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import resource
 import sys
 import time
@@ -45,8 +53,10 @@ def bare_simpy(n: int = 300_000) -> float:
     return n / (time.perf_counter() - t)
 
 
-def engine(verb: str, payload: int, measure_us: float) -> tuple[float, float]:
-    """(verbs per wall second, heap events per verb) on the fig. 5a workload."""
+def engine(verb: str, payload: int, measure_us: float,
+           calls: bool = False) -> tuple[float, float]:
+    """(verbs per wall second, heap events per verb) on the fig. 5a workload; with
+    ``calls``, (function calls per verb, heap events per verb) under cProfile."""
     prof = load_profile("cx4-edr")
     sim = Simulation(1)
     cluster = Cluster(sim, prof, 16, 2)
@@ -59,12 +69,18 @@ def engine(verb: str, payload: int, measure_us: float) -> tuple[float, float]:
     mb.start()
     sim.run(until=warm)  # set-up transients (cold caches) are not timed
     ops0 = mb.ops
-    eid0 = next(sim.env._eid)
+    eid0 = sim.events_scheduled
+    if calls:
+        prof = cProfile.Profile()
+        prof.enable()
     t = time.perf_counter()
     sim.run(until=warm + measure_us * 1e3)
     wall = time.perf_counter() - t
     ops = mb.ops - ops0
-    events = next(sim.env._eid) - eid0
+    events = sim.events_scheduled - eid0
+    if calls:
+        prof.disable()
+        return pstats.Stats(prof).total_calls / max(1, ops), events / max(1, ops)
     return ops / wall, events / max(1, ops)
 
 
@@ -74,15 +90,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verb", default="read")
     ap.add_argument("--payload", type=int, default=32)
     ap.add_argument("--measure-us", type=float, default=200.0)
+    ap.add_argument("--calls", action="store_true",
+                    help="count function calls per verb under cProfile instead of timing")
     a = ap.parse_args(argv)
+    workload = f"fig5a {a.verb} {a.payload}B, 16 nodes x 2 NICs, 24 threads, 8x4 window"
+    if a.calls:
+        per_verb, ev_per_verb = engine(a.verb, a.payload, a.measure_us, calls=True)
+        print(json.dumps({"workload": workload, "python_calls_per_verb": round(per_verb, 2),
+                          "events_per_verb": round(ev_per_verb, 2)}))
+        return 0
     simpy_rate = bare_simpy()
     verbs_rate, ev_per_verb = engine(a.verb, a.payload, a.measure_us)
     simpy_rate = (simpy_rate + bare_simpy()) / 2  # bracket the engine run
     out = {
-        "workload": f"fig5a {a.verb} {a.payload}B, 16 nodes x 2 NICs, 24 threads, 8x4 window",
+        "workload": workload,
         "verbs_per_s": round(verbs_rate),
         "simpy_timeouts_per_s": round(simpy_rate),
-        "efficiency": round(verbs_rate / simpy_rate, 3),
+        "efficiency": round(verbs_rate / simpy_rate, 4),
         "events_per_verb": round(ev_per_verb, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }

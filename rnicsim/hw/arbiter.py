@@ -107,11 +107,27 @@ class PerMessageRoundRobin(TxArbiter):
 
     def submit(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
                args: tuple) -> None:
-        start = self._direct(eg, ready, prio)
+        # The message goes at once when no other waits, no segmented message holds the
+        # wire and the wire is free within one packet's time of ``ready``; then it starts
+        # where the wire is free (``_sent``, written out here as this runs for every
+        # request and response). Free here is free at that instant: a gap shorter than the
+        # message before a message booked ahead lets it through, to be booked after that
+        # one. Checking the fit here sent many of fig. 5a's READ responses through the
+        # scheduler: 5.4 instead of 3.8 events per verb and 4x the wall time
+        # (benchmarks/engine.py); the scheduler's own pulls do check it (_commit_head).
+        hold = self.hold
+        if self.txq or (hold is not None and hold.live):
+            start = None
+        else:
+            start = self._free_at(eg, ready, prio)
+            if start - ready > eg.quantum:
+                start = None
         if start is None:
             self._wait_wire(flow, ready, prio, first_bytes * eg.ns_per_byte, emit, args)
             return
-        self._sent(flow, start)
+        if start >= self.last_at:
+            self.last = flow
+            self.last_at = start
         emit(ready, *args)
 
     def hold_wire(self, seg) -> None:
@@ -143,22 +159,6 @@ class PerMessageRoundRobin(TxArbiter):
         if start >= self.last_at:
             self.last = flow
             self.last_at = start
-
-    def _direct(self, eg, ready: float, prio: int) -> float | None:
-        """When a message ready at ``ready`` [ns] starts if it goes at once; None when it
-        goes to the send scheduler instead: other messages wait, or the wire is not free
-        within one packet's time of ``ready``. (Free here is free at that instant: a gap
-        shorter than the message before a message booked ahead lets it through, to be
-        booked after that one. Checking the fit here sent many of fig. 5a's READ responses
-        through the scheduler: 5.4 instead of 3.8 events per verb and 4x the wall time
-        (benchmarks/engine.py); the scheduler's own pulls do check it, `_commit_head`.)"""
-        if self.txq:
-            return None
-        hold = self.hold
-        if hold is not None and hold.live:
-            return None        # a segmented message holds the wire (Rnic._on_pull)
-        f = self._free_at(eg, ready, prio)
-        return None if f - ready > eg.quantum else f
 
     def _wait_wire(self, flow, ready: float, prio: int, dur: float, emit,
                    args: tuple) -> None:

@@ -90,8 +90,6 @@ class ProcessingUnits:
         message from a later backlog than it met, as before this log existed)."""
         self.pu_work_ns += work
         log = self.pu_log[pu]
-        log.append(now)
-        log.append(before)
-        log.append(work)
+        log.extend((now, before, work))
         if len(log) > 192:
             del log[:96]

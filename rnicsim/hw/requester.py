@@ -281,7 +281,7 @@ class Requester:
                 arrive = qp.arrive_last
             qp.arrive_last = arrive
         dst = fab.nics[dst_id]
-        if not dst.up or not fab.path_up(path):
+        if not dst.up or fab.down and not fab.path_up(path):
             if qtype == RC:
                 if wr.signaled:
                     track(qp, msg.seq, wr)

@@ -258,7 +258,7 @@ class Responder:
         if arrive < req_qp.resp_arrive_last:
             arrive = req_qp.resp_arrive_last
         req_qp.resp_arrive_last = arrive
-        if req_qp.nic.up and self.fabric.path_up(path):
+        if req_qp.nic.up and (not self.fabric.down or self.fabric.path_up(path)):
             self.sim.call_at(arrive, req_qp.nic._rx_response, resp)
 
     def _ack(self, qp: QpHw, msg: Msg, t: float) -> None:
