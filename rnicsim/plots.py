@@ -73,6 +73,18 @@ LABELS: dict[str, tuple[str, str]] = {
     "algorithm": ("algorithm", ""),
     "doorbell_batch": ("doorbell batch", "WQEs"),
     "qps_per_peer": ("QPs per peer per thread", ""),
+    "dcqcn": ("DCQCN", ""),
+    "shared_context": ("shared verbs context", ""),
+    "transport": ("transport", ""),
+    "benchmark": ("benchmark", ""),
+    "execution": ("execution phase", ""),
+    "index_cache": ("index cache", ""),
+    "lock": ("validation (lock)", ""),
+    "commit": ("commit phase", ""),
+    "log": ("logging phase", ""),
+    "passive_ack": ("passive ACK", ""),
+    "primitive": ("primitive", ""),
+    "op": ("operation", ""),
 }
 
 # Name suffix -> unit, for names the table does not hold (longest first).
@@ -190,10 +202,13 @@ def _groups(p, sel: list[dict[str, Any]], sc: Scenario) -> dict[str, list[dict]]
     keys = _series_keys(p)
     groups: dict[str, list] = {}
     for r in sel:
-        label = " / ".join(_value_text(r.get(k), is_byte_key(sc, k)) for k in keys) \
-            if keys else axis_label(p.y or "")
-        groups.setdefault(label, []).append(r)
+        groups.setdefault(_series_name(sc, keys, r) or axis_label(p.y or ""), []).append(r)
     return groups
+
+
+def _series_name(sc: Scenario, keys: list[str], r: dict[str, Any]) -> str:
+    """Row ``r``'s values of the series ``keys``, ``value / value`` (bytes as ``4 KiB``)."""
+    return " / ".join(_value_text(r.get(k), is_byte_key(sc, k)) for k in keys)
 
 
 def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
@@ -243,6 +258,7 @@ def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
             fig.text(0.99, 0.01, "; ".join(notes), ha="right", va="bottom", fontsize=7,
                      color="0.35")
         ax.grid(True, alpha=0.3)
+        ax.set_axisbelow(True)
         handles, labels = ax.get_legend_handles_labels()
         if handles:
             keys = _series_keys(p)
@@ -372,8 +388,7 @@ def _draw_cdf(ax, p, sel, sc: Scenario, colours) -> None:
     keys = _series_keys(p)
     for r in sel:
         pts = _percentiles(r)
-        name = " / ".join(_value_text(r.get(k), is_byte_key(sc, k)) for k in keys) \
-            if keys else "latency"
+        name = _series_name(sc, keys, r) or "latency"
         xs = [pts[0][0]] + [x for x, _ in pts]
         ys = [0.0] + [f for _, f in pts]
         (line,) = ax.step(xs, ys, where="post", label=name if keys else None)
