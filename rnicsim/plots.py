@@ -355,6 +355,9 @@ def _draw_reference(ax, p, groups, col: str, colours, cats: list[Any] | None) ->
         return
     shared = all(v == next(iter(lines.values())) for v in lines.values())
     label = axis_label(col).split(" [")[0]
+    if not shared:                 # the legend entry in black: it stands for every colour
+        ax.plot([], [], ls="--", color="black", lw=1.2, label=label)
+        label = None
     for name, pts in (list(lines.items())[:1] if shared else lines.items()):
         colour = "black" if shared else colours.get(name, "black")
         if cats is None:

@@ -94,13 +94,15 @@ def run_multicast_point(sc, profile) -> dict[str, float]:
 
 def pipeline_bound_gbps(link_gbps: float, n: int, message: int, block: int) -> float:
     """The bandwidth [Gb/s] of the binomial pipeline's schedule on ideal links: ``message``
-    [B] in blocks of ``block`` [B] to ``n`` nodes takes its schedule's step count (l + k - 1
-    for n = 2^l) of block times at ``link_gbps`` (the link's data rate; per-packet headers
-    and per-block latency are left out, so no block-based multicast is faster)."""
+    [B] in k blocks of ``block`` [B] to ``n`` nodes takes its schedule's step count (l + k
+    - 1 for n = 2^l) of block times at ``link_gbps`` (the link's data rate; per-packet
+    headers and per-block latency are left out, so no multicast of such blocks is
+    faster). A block larger than the message is the message; a partial last block is
+    counted whole (the bound is exact when ``block`` divides ``message``)."""
     from .schedules import step_count
 
     k = -(-message // block)
-    return link_gbps * message / (step_count("binomial-pipeline", n, k) * block)
+    return link_gbps * message / (step_count("binomial-pipeline", n, k) * min(block, message))
 
 
 def check_scenario_point(sc, profile) -> None:

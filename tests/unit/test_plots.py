@@ -244,3 +244,41 @@ def test_a_set_override_of_the_swept_x_keeps_the_published_points(tmp_path):
     plot = "  - {x: workload.payload, y: throughput_mops, published: [{x: 64, y: 1, source: S}]}\n"
     sc = scenario(tmp_path, plot, overrides=["workload.payload=128"])
     assert sc.plots[0].published[0].x == 64
+
+
+def test_a_reference_column_shared_by_every_series_is_one_black_dashed_line(tmp_path):
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, series: workload.verb,"
+                            " reference: [bound_mops], where: {workload.shared_context: false}}\n")
+    rows = rows_of(sc)
+    for r in rows:
+        r["bound_mops"] = {8: 120.0, 64: 110.0, "4KiB": 20.0}[r["workload.payload"]]
+    _fig, ax = draw(sc, rows=rows)
+    (ref,) = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert (list(ref.get_xdata()), list(ref.get_ydata())) == ([8, 64, 4096], [120, 110, 20])
+    assert ref.get_color() == "black" and ref.get_label() == "bound"
+
+
+def test_a_reference_column_that_differs_by_series_is_drawn_per_series(tmp_path):
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, series: workload.verb,"
+                            " reference: [bound_mops], where: {workload.shared_context: false}}\n")
+    rows = rows_of(sc)
+    for r in rows:
+        r["bound_mops"] = 100.0 if r["workload.verb"] == "read" else 200.0
+    _fig, ax = draw(sc, rows=rows)
+    refs = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    measured = {ln.get_label(): ln.get_color() for ln in ax.get_lines() if ln.get_marker() != "None"}
+    assert [(ln.get_color(), list(ln.get_ydata())) for ln in refs] == [
+        ("black", []), (measured["read"], [100.0] * 3), (measured["write"], [200.0] * 3)]
+    assert [ln.get_label() for ln in refs if not ln.get_label().startswith("_")] == ["bound"]
+
+
+@pytest.mark.parametrize("n, message, block, bound", [
+    (2, 16 << 20, 1 << 20, 32.0),                 # 2 nodes: k steps of k blocks: the link
+    (4, 16 << 20, 1 << 20, 32.0 * 16 / 17),       # l + k - 1 = 2 + 16 - 1 = 17 block times
+    (16, 64 << 20, 1 << 20, 32.0 * 64 / 67),      # 4 + 64 - 1
+    (4, 1 << 20, 4 << 20, 16.0),                  # a block larger than the message is
+])                                                # the message: l = 2 steps of it
+def test_the_binomial_pipeline_bound_is_l_plus_k_minus_1_block_times(n, message, block, bound):
+    from protocols.rdmc.scenario_kinds import pipeline_bound_gbps
+
+    assert pipeline_bound_gbps(32.0, n, message, block) == pytest.approx(bound, rel=1e-12)
