@@ -220,7 +220,7 @@ def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
         cats = None            # the categories of a bar plot, by position
         fixed_x = False        # x ticks are the swept values (kept as they are)
         if p.kind == "cdf":
-            _draw_cdf(ax, p, sel, sc, colours)
+            _draw_cdf(ax, i, p, sel, sc, colours)
         else:
             numeric = p.kind == "line" and all(_is_number(_num(r[p.x])) for r in sel)
             if numeric:
@@ -384,7 +384,7 @@ def _percentiles(r: dict[str, Any]) -> list[tuple[float, float]]:
     return sorted(out, key=lambda t: t[1])
 
 
-def _draw_cdf(ax, p, sel, sc: Scenario, colours) -> None:
+def _draw_cdf(ax, i: int, p, sel, sc: Scenario, colours) -> None:
     """One step per row: 0 below its p50, then each percentile's fraction from its
     latency on (the distribution between two percentiles is not known: the step is the
     least the fraction can be there)."""
@@ -398,7 +398,7 @@ def _draw_cdf(ax, p, sel, sc: Scenario, colours) -> None:
         ax.plot([x for x, _ in pts], [f for _, f in pts], "o", ms=4, color=line.get_color())
         colours.setdefault(name, line.get_color())
     lats = [x for r in sel for x, _ in _percentiles(r)]
-    if p.logx and _log_ok(lats, "latency", 0, "x"):
+    if p.logx and _log_ok(lats, "latency", i, "x"):
         ax.set_xscale("log")
     ax.set_xlabel("latency [us]")
     ax.set_ylabel("fraction of operations at most this latency")
