@@ -218,7 +218,7 @@ def _check_post_list(a: PerftestArgs, cq_mod_given: bool) -> None:
     and is a multiple of ``-Q`` when given, else becomes the CQ moderation (with a note on
     stderr). rnicsim adds: N at most the TX depth, or no list could ever be posted."""
     iters = a.iters or 5000
-    depth = a.tx_depth or 128
+    depth = tx_depth(a, iters)
     if iters % a.post_list:
         raise InputError("command line", "-l", f"a divisor of the iterations (-n {iters}; "
                          f"perftest: 'Number of iterations must be a multiple of post list "
@@ -234,6 +234,12 @@ def _check_post_list(a: PerftestArgs, cq_mod_given: bool) -> None:
         raise InputError("command line", "-l", f"a multiple of the CQ moderation (-Q "
                          f"{a.cq_mod}; perftest: 'Post list size must be a multiple of CQ "
                          f"moderation'), got {a.post_list}")
+
+
+def tx_depth(a: PerftestArgs, iters: int) -> int:
+    """WRs in flight per QP of a ``*_bw`` run of ``iters`` iterations: ``-t`` (default 128),
+    at most the iterations, as perftest sets it (``force_dependecies``) and prints it."""
+    return min(a.tx_depth or 128, iters)
 
 
 def ud_size(a: PerftestArgs, mtu: int) -> None:
@@ -409,7 +415,7 @@ def run_bw(a: PerftestArgs, profile, size: int, iters: int) -> dict[str, float]:
     (completion, post) pairs, over completions evenly spread)."""
     p = _Pair(a, profile, size)
     sim = p.sim
-    depth = a.tx_depth or (128 if "atomic" not in a.tool else 128)
+    depth = tx_depth(a, iters)
     cq_mod = max(1, min(a.cq_mod, depth))
     inline = size <= inline_size(a, p.ctx[0].max_inline)
     op = {"ib_read_bw": READ, "ib_write_bw": WRITE, "ib_send_bw": SEND,
@@ -690,7 +696,7 @@ def header(a: PerftestArgs, profile) -> list[str]:
     title = TITLES[a.tool].format(a.atomic)
     dev = "mlx4_0" if "ConnectX-3" in str(profile.nic.model) else "mlx5_0"
     link = "IB" if profile.link.kind == "ib" else "Ethernet"
-    depth = 1 if a.tool.endswith("_lat") else (a.tx_depth or 128)
+    depth = 1 if a.tool.endswith("_lat") else tx_depth(a, a.iters or 5000)
     lines = [SEP, f"                    {title}",
              f" Dual-port       : OFF\t\tDevice         : {dev}",
              f" Number of qps   : {a.qps}\t\tTransport type : IB",

@@ -304,11 +304,12 @@ def test_ud_default_size_is_capped_at_the_mtu_as_perftest_does(capsys):
 
 def test_post_list_sets_the_cq_moderation_as_perftest_does(capsys):
     """-l N without -Q makes N the CQ moderation (perftest's force_dependecies), with
-    perftest's note on stderr and both in the header; with -Q the given value stays."""
+    perftest's note on stderr and both in the header; with -Q the given value stays. The
+    TX depth printed is perftest's: at most the iterations (8 here)."""
     code, out, err = perftest(capsys, "ib_write_bw", "-l", "4", "-n", "8", "-s", "64")
     assert code == 0
     assert err == " Post List requested - CQ moderation will be the size of the post list\n"
-    assert " Post List       : 4\n CQ Moderation   : 4\n" in out
+    assert " TX depth        : 8\n Post List       : 4\n CQ Moderation   : 4\n" in out
     code, out, err = perftest(capsys, "ib_write_bw", "-l", "4", "-Q", "2", "-n", "8",
                               "-s", "64")
     assert code == 0 and err == "" and " CQ Moderation   : 2\n" in out
