@@ -210,9 +210,10 @@ def claim_cells(r: dict[str, Any]) -> dict[str, str]:
 
 
 def _columns(results: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The columns that have a value in some row (no scenario column for one scenario)."""
+    """:data:`COLUMNS` less ``scenario`` and ``note`` when no row has one."""
     cells = [claim_cells(r) for r in results]
-    return [(h, k) for h, k in COLUMNS if k != "scenario" or any(c[k] for c in cells)]
+    return [(h, k) for h, k in COLUMNS
+            if k not in ("scenario", "note") or any(c[k] for c in cells)]
 
 
 def claim_table(results: list[dict[str, Any]]) -> list[str]:

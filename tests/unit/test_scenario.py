@@ -1040,6 +1040,25 @@ def test_claims_keep_their_order_and_published_values():
         [("C0", 80.0, True), ("C1", 50.0, True)]
 
 
+def test_run_prints_claim_lines_and_a_narrowed_sweep_is_not_measured(tmp_path, capsys):
+    """``rnicsim run`` prints the claim table and tally; a --set that narrows the sweep
+    leaves the check on the other value ``not measured`` (never ``nan DOES NOT HOLD``)."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.payload": [64, 4096]},
+        expected=[{"claim": "T1", "kind": "bound", "metric": "lat_p50_us", "published": 1,
+                   "min": 0, "where": {"workload.payload": 4096}}]))
+    code, out, _err = cli(["run", str(p), "--out", str(tmp_path / "o"), "--quiet",
+                           "--set", "workload.payload=64"], capsys)
+    assert code == 0
+    assert out.splitlines()[:3] == [
+        "claim  kind   compared                           test  published  measured      "
+        "result",
+        "T1     bound  max of lat_p50_us at payload=4096  >= 0  1 us       not measured  "
+        "not measured",
+        "0 of 0 measured claim checks hold; 1 not measured (no point of the run selects them)"]
+    assert "nan" not in out and "DOES NOT HOLD" not in out
+
+
 def test_a_claim_over_a_missing_column_is_not_measured():
     """A claim whose ``over`` no row has is ``not measured`` (NaN, holds None): not a
     KeyError, and not a failure."""
@@ -1098,11 +1117,11 @@ def test_claim_table_says_what_is_compared():
         "within 15% of published  1.5        3             FAILS",
         f"K3     dominates  min over payload of lat_p50_us (verb=rpc) / (verb=read)       > 1"
         f"{pad * 3}    1          not measured  not measured"]
-    assert claim_markdown(out[:1]) == [
-        "| claim | kind | compared | test | published | measured | result | note |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    assert claim_markdown(out[:1]) == [     # no note in any row: no note column
+        "| claim | kind | compared | test | published | measured | result |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         "| K0 | value | max of throughput_mops at verb=read | within 20% of published "
-        "| 10 Mops/s | 9 Mops/s | holds |  |"]
+        "| 10 Mops/s | 9 Mops/s | holds |"]
     assert tally(out) == ("2 of 3 measured claim checks hold; 1 not measured (no point of "
                           "the run selects them)")
 
