@@ -111,13 +111,11 @@ class Responder:
         data; WRITE_WITH_IMM also consumes a RECV."""
         wr = msg.wr
         length = wr.length
-        mr = self._target(qp, msg, length, t)
+        mr, t = self._target(qp, msg, length, t)
         if mr is False:
             return
-        if mr is not None:
-            t = self._translate(mr, wr.remote_offset, length, t)
-            if msg.data is not None:
-                mr.write(wr.remote_offset, msg.data)
+        if mr is not None and msg.data is not None:
+            mr.write(wr.remote_offset, msg.data)
         t_vis = self.pcie.dma_write(head, length, t) if length else t
         if mr is not None and mr.watch:
             mr.landed(wr.remote_offset, length, t_vis)
@@ -143,11 +141,9 @@ class Responder:
         leaving as the data comes over PCIe."""
         wr = msg.wr
         length = wr.length
-        mr = self._target(qp, msg, length, t)
+        mr, t = self._target(qp, msg, length, t)
         if mr is False:
             return
-        if mr is not None:
-            t = self._translate(mr, wr.remote_offset, length, t)
         mtu = self.mtu
         req_qp = msg.qp
         resp = Msg(RESPONSE, wr, req_qp, 0, 1 if length <= mtu else -(-length // mtu),
@@ -169,11 +165,9 @@ class Responder:
         """CAS, FAA served at ``t`` [ns]: the atomic unit, then a response carrying the
         old value."""
         wr = msg.wr
-        mr = self._target(qp, msg, 8, t)
+        mr, t = self._target(qp, msg, 8, t)
         if mr is False:
             return
-        if mr is not None:
-            t = self._translate(mr, wr.remote_offset, 8, t)
         resp = Msg(RESPONSE, wr, msg.qp, 0, 1, msg.seq)
         ready = self._atomic(t, (wr.rkey, wr.remote_offset))
         if mr is not None:
@@ -181,19 +175,20 @@ class Responder:
                         else mr.faa(wr.remote_offset, wr.compare_add))
         self._reply(qp, msg.qp, resp, ready, self.pkt_ovh + AETH + ATOMIC_ACK_ETH)
 
-    def _target(self, qp: QpHw, msg: Msg, n: int, t: float):
-        """The memory region request ``msg`` reaches (None without an rkey: a request
-        that only costs time), or False when its rkey or its ``n`` [B] at the remote
-        offset are not in a registered region: the request is then NAKed
-        (REM_ACCESS_ERR) at ``t`` [ns]."""
+    def _target(self, qp: QpHw, msg: Msg, n: int, t: float) -> tuple:
+        """(region, time [ns]) of request ``msg`` served at ``t``: the memory region it
+        reaches and when its ``n`` [B] there are translated (MTT) for the data access;
+        (None, t) without an rkey (a request that only costs time); (False, t) when the
+        rkey or the ``n`` bytes at the remote offset are not in a registered region: the
+        request is then NAKed (REM_ACCESS_ERR) at ``t``."""
         wr = msg.wr
         if wr.rkey is None:
-            return None
+            return None, t
         mr = self.memory.get(wr.rkey)
         if mr is None or not mr.check(wr.remote_offset, n):
             self._nak(qp, msg, t, REM_ACCESS_ERR)
-            return False
-        return mr
+            return False, t
+        return mr, self._translate(mr, wr.remote_offset, n, t)
 
     def _rnr(self, msg: Msg, t: float) -> None:
         """RC receiver not ready (no RECV posted) at ``t`` [ns]: an RNR NAK; the
