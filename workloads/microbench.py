@@ -456,11 +456,7 @@ class Microbench:
         issuing = len(self.clients)
         h = self.sim.stats.hist("lat").summary()
         total = self.ops / window_ns * 1e3  # ops/ns -> M ops/s
-        acc = miss = 0
-        for nic in self.cluster.nics:
-            c = nic.qpc
-            acc += c.hits + c.misses
-            miss += c.misses
+        acc, miss = self.cluster.qpc_counts()
         return {
             "throughput_mops": total / issuing,
             "throughput_mops_total": total,
