@@ -178,7 +178,7 @@ class PerMessageRoundRobin(TxArbiter):
         self._pull(prio, self._free_at(eg, ready, prio, dur) - eg.quantum)
 
     def _head_in(self, flow, msg: tuple) -> None:
-        """``msg`` became the head message of ``flow`` (see ``_tx_heads``)."""
+        """``msg`` became the head message of ``flow`` (see ``heads``)."""
         self.seq += 1
         heads = self.heads
         heappush(heads, (msg[0], self.seq, flow, msg))
