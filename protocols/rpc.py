@@ -164,6 +164,9 @@ class Endpoint(Worker):
         self.ring_mr = None
         self.scratch = self.ctx.reg_mr(1 << 16, name=f"scratch n{node} t{index}")
         self.rx_msgs = 0
+        self.tx_wrs = 0          # work requests posted: one-sided verbs and SENDs
+        self._current: tuple = ((node, index), -1, None)   # the request being handled
+        self._deferred: tuple | None = None
 
     # ------------------------------------------------------------------ set-up
     def _add_qp(self, qp) -> None:
@@ -183,9 +186,32 @@ class Endpoint(Worker):
         """Handler ``fn(src_node, payload) -> (reply, reply_len, cpu_ns)`` for id ``hid``.
 
         ``reply`` is ignored when the caller asked for none; ``cpu_ns`` is the handler's
-        work, booked on this thread before the reply is posted.
+        work, booked on this thread before the reply is posted. A handler that cannot
+        answer yet (a lock request parked behind the holder) calls :meth:`defer` and
+        answers later with :meth:`reply_later`; what it returns then is not sent.
         """
         self._handlers[hid] = fn
+
+    def defer(self) -> tuple:
+        """Inside a handler: keep the request being handled for a later reply; returns
+        the token :meth:`reply_later` takes (None when the caller asked for no reply)."""
+        src, cid, qp = self._current
+        if cid < 0:
+            return None
+        self._deferred = self._current
+        return self._current
+
+    def reply_later(self, token: tuple | None, reply: Any, length: int,
+                    cpu_ns: float = 0.0) -> None:
+        """Answer a deferred request (``length`` bytes of user data) after ``cpu_ns`` of
+        this thread's CPU; the reply goes out with this step's other messages."""
+        if token is None:
+            return
+        src, cid, qp = token
+        if cpu_ns:
+            self.thread.reserve(self.sim.now, cpu_ns)
+        self._enqueue(src[0], src[1], (_REP, cid, 0, reply), length,
+                      via=None if self.cfg.transport == "ud" else qp)
 
     # ------------------------------------------------------------------ one-sided
     def post_group(self, posts, waiter: Waiter | None = None) -> Waiter:
@@ -194,6 +220,7 @@ class Endpoint(Worker):
         (its tag). Unsignaled WRs are fire and forget."""
         w = waiter or Waiter(self)
         for qp, wrs in posts:
+            self.tx_wrs += len(wrs)
             for wr in wrs:
                 if wr.signaled:
                     wr.wr_id = (w, wr.wr_id)
@@ -203,6 +230,7 @@ class Endpoint(Worker):
 
     def post_nowait(self, qp, wrs) -> None:
         """Post without waiting; every ``signal_every``-th post is signaled (ignored)."""
+        self.tx_wrs += len(wrs)
         self._sends += 1
         if self._sends % self.cfg.signal_every == 0:
             wrs[-1].signaled = True
@@ -279,6 +307,7 @@ class Endpoint(Worker):
                         ln -= mtu
                 wrs.append(self._wr(key, dest, items, ln))
             b = cfg.reply_batch if replies else cfg.doorbell_batch
+            self.tx_wrs += len(wrs)
             for s in range(0, len(wrs), b):
                 key.post_send(wrs[s:s + b])
 
@@ -326,12 +355,16 @@ class Endpoint(Worker):
             if kind == _REQ:
                 fn = self._handlers[a]
                 src = self._src_of(wc, qp)
+                self._current = (src, cid, qp)
                 reply, rlen, cpu = fn(src[0], b)
                 if cpu:
                     th.reserve(sim.now, cpu)
                 if cid >= 0:
-                    self._enqueue(src[0], src[1], (_REP, cid, 0, reply), rlen,
-                                  via=None if self.cfg.transport == "ud" else qp)
+                    if self._deferred is not None:
+                        self._deferred = None      # the handler replies later
+                    else:
+                        self._enqueue(src[0], src[1], (_REP, cid, 0, reply), rlen,
+                                      via=None if self.cfg.transport == "ud" else qp)
             else:
                 w, index = self._calls.pop(cid)
                 w.replies[index] = b

@@ -37,6 +37,15 @@ MIX = (("send_payment", 25), ("deposit_checking", 15), ("balance", 15),
        ("transact_saving", 15), ("write_check", 15), ("amalgamate", 15))
 TABLE3_CYCLES = (678, 185, 134, 87)   # seed 000 Table 3, SmallBank: E, V, L, C
 _I64 = struct.Struct("<q")
+# The records each transaction touches, (table, key, for_update), as its body reads them.
+_KEYS = {
+    "send_payment": lambda a, b: ((CHECKING, a, True), (CHECKING, b, True)),
+    "deposit_checking": lambda a, b: ((CHECKING, a, True),),
+    "balance": lambda a, b: ((CHECKING, a, False), (SAVINGS, a, False)),
+    "transact_saving": lambda a, b: ((SAVINGS, a, True),),
+    "write_check": lambda a, b: ((SAVINGS, a, False), (CHECKING, a, True)),
+    "amalgamate": lambda a, b: ((SAVINGS, a, True), (CHECKING, a, True), (CHECKING, b, True)),
+}
 
 
 def enc(balance: int) -> bytes:
@@ -109,7 +118,8 @@ class SmallBank:
             while b == a:
                 b = int(rng.integers(0, hi))
         body = self._bodies[name]
-        return TxnSpec(name, lambda tx: body(tx, a, b), name == "balance", self.phase_ns)
+        return TxnSpec(name, lambda tx: body(tx, a, b), name == "balance", self.phase_ns,
+                       _KEYS[name](a, b))
 
     # ------------------------------------------------------------------ transactions
     @staticmethod

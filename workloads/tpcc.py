@@ -72,6 +72,9 @@ class TpccSpec:
     items: int = ITEMS                          # items (stock records per warehouse)
     districts: int | None = None                # per warehouse; None: max(10, coroutines)
     district: str = "coroutine"                 # "coroutine" or "random" (see module doc)
+    # False: RCC's New-Order (tpcc_worker_new_api.cc), which leaves out the warehouse and
+    # customer reads and locks only the district and the stocks.
+    read_warehouse_customer: bool = True
 
 
 def nurand(rng, a: int, x: int, y: int, c: int) -> int:
@@ -143,9 +146,12 @@ class TpccNewOrder:
         keys = [keys[k] for k in order]
         qty = [qty[k] for k in order]
 
+        first = [(WAREHOUSE, w, False), (DISTRICT, (w, d), True), (CUSTOMER, (w, d, c), False)]
+        if not sp.read_warehouse_customer:
+            first = [first[1]]
+
         def body(tx):
-            yield from tx.read_many([(WAREHOUSE, w, False), (DISTRICT, (w, d), True),
-                                     (CUSTOMER, (w, d, c), False)])
+            yield from tx.read_many(first)
             # Speculative execution (outstanding requests): every stock read goes out now
             # and the transaction goes on until it needs the first remote stock (its CPU
             # overlaps the round trip); otherwise each is fetched when its order line is
@@ -164,7 +170,8 @@ class TpccNewOrder:
                                                     remote + (s != w)))
             tx.insert(ORDER_BYTES + NEW_ORDER_BYTES + ORDER_LINE_BYTES * n)
 
-        return TxnSpec("new_order", body, False, self.phase_ns)
+        declared = tuple(first) + tuple((t, k, True) for t, k in keys)
+        return TxnSpec("new_order", body, False, self.phase_ns, declared)
 
 
 def _make(params: dict, nodes: int, threads: int, clock_hz: float, coroutines: int):

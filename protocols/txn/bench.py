@@ -102,10 +102,14 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     sim.measure(warmup_ns, measure_ns)
     cpu = sim.cpu_meter(_cores(b))
     util = b.cluster.utilization_meter()
-    at_window = {"qpc": (0, 0)}      # QP-context counts when the window opens
+    at_window = {"qpc": (0, 0), "wrs": 0}   # counts when the window opens
+
+    def posted() -> int:
+        return sum(ep.tx_wrs for ep in b.mesh.endpoints.values())
 
     def window_opens() -> None:
         at_window["qpc"] = b.cluster.qpc_counts()
+        at_window["wrs"] = posted()
 
     sim.call_at(warmup_ns, window_opens)
     sim.run(until=warmup_ns + measure_ns)
@@ -115,6 +119,8 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     # Every metric is taken before the drain, which must not count (CPU included).
     out = metrics(b, measure_ns, end, cpu())
     out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
+    out["msg_rate_mpps"] = (posted() - at_window["wrs"]) / measure_ns * 1e3 / \
+        len(b.cluster.nodes)
     out.update(util())
     if drain:
         b.cc.stop()

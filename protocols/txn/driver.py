@@ -18,6 +18,7 @@ Scope
     hook                 contract
     ===================  ====================================================================
     ``STAGES``           stage names, in order; metric ``lat_<stage>_us`` per stage
+    ``setup()``          build shared parts (before handlers are registered)
     ``layout``           the record layout in the store (:class:`.store.Layout`)
     ``attempt(tx, o)``   one attempt: run the body (``tx.spec.body(tx)``) and commit,
                          timing each stage into ``tx.phases``; raise ``Abort`` on conflict
@@ -101,10 +102,14 @@ class TxnSystem:
         self._next_aid = 0
         self._stopped = False
         self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
+        self.setup()
         for ep in mesh.endpoints.values():
             self.register(ep)
 
     # ================================================================ hooks
+    def setup(self) -> None:
+        """Build the protocol's shared parts (before any handler is registered)."""
+
     def register(self, ep) -> None:
         """Register the protocol's RPC handlers on ``ep``."""
 

@@ -78,6 +78,8 @@ class TxnWorkload(BaseModel):
     # Which district a New-Order uses: its coroutine's (coroutine mod districts) or one
     # drawn at random per transaction, as DrTM+H's tpcc_worker_new.cc does.
     tpcc_district: Literal["coroutine", "random"] = "coroutine"
+    # false: RCC's New-Order, without the warehouse and customer reads
+    tpcc_read_warehouse_customer: bool = True
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
@@ -117,7 +119,8 @@ class TxnWorkload(BaseModel):
             return {"warehouses_per_node": self.warehouses_per_node,
                     "remote_item_pct": self.remote_item_pct, "logic": self.tpcc_logic,
                     "logic_per_item": self.tpcc_logic_per_item,
-                    "districts": self.tpcc_districts, "district": self.tpcc_district}
+                    "districts": self.tpcc_districts, "district": self.tpcc_district,
+                    "read_warehouse_customer": self.tpcc_read_warehouse_customer}
         return {"customers_per_thread": self.customers_per_thread,
                 "securities_per_node": self.securities_per_node,
                 "holdings_per_account": self.holdings_per_account,
@@ -282,12 +285,19 @@ class _RccProtocol(BaseModel):
 
 
 class NowaitProtocol(_RccProtocol):
-    """NO_WAIT two-phase locking: a lock found held aborts at once."""
+    """NO_WAIT two-phase locking: a lock found held aborts at once.
+
+    ``lock_read_batch``: a one-sided lock posts CAS and READ in one doorbell (RCC's
+    ``RDMALockReq``); false: CAS, wait, then READ (RCC's R14 compares the two)."""
 
     kind: Literal["nowait"]
+    lock_read_batch: bool = True
+
+    def options(self) -> dict:
+        return {"lock_read_batch": self.lock_read_batch}
 
 
-class WaitdieProtocol(_RccProtocol):
+class WaitdieProtocol(NowaitProtocol):
     """WAIT_DIE two-phase locking: an older requester waits, a younger one dies."""
 
     kind: Literal["waitdie"]

@@ -1,0 +1,93 @@
+"""Record access shared by RCC's protocols: one-sided work requests, RPC calls, round trips.
+
+Scope
+    Every remote access of RCC's runs first resolves its record's offset from a warm
+    location cache (``RDMA_CACHE 1``: no network, :attr:`SoftwareCosts.cache_lookup` of
+    CPU) and then travels as one-sided verbs on the RC QP to the record's node, or as an
+    RPC to the same thread index there (:mod:`protocols.rpc`). A round trip is what the
+    coordinator waits for once: every work request and call of one
+    :meth:`Access.round_trip` goes out together (one doorbell per QP list) and the
+    coroutine resumes when the last signaled completion and reply are in.
+
+    Work requests read into and CAS into the thread's scratch region; a CAS's old value
+    comes back in its completion (``wc.data``), a READ's bytes likewise.
+
+This module uses only :mod:`rnicsim.verbs` and the RPC layer.
+"""
+from __future__ import annotations
+
+from rnicsim.verbs import CAS, READ, WRITE, WorkRequest
+
+from ..rpc import Waiter
+
+
+class Access:
+    """One-sided and RPC record access of one transaction system (``system``: its store,
+    simulation and costs)."""
+
+    def __init__(self, system) -> None:
+        self.system = system
+        self.store = system.store
+        self.sim = system.sim
+        self.costs = system.costs
+
+    # ------------------------------------------------------------ work requests
+    def read_wr(self, tx, r, offset: int, length: int, tag) -> WorkRequest:
+        """A signaled READ of ``length`` [B] at ``offset`` inside record ``r`` (into the
+        thread's scratch region; the bytes come back in the completion)."""
+        st = self.store
+        return WorkRequest(READ, length, tag, True, False, tx.ep.scratch, 0,
+                           st.rkeys[r.node], st.offset(r.table, r.slot) + offset)
+
+    def cas_wr(self, tx, r, offset: int, compare: int, swap: int, tag) -> WorkRequest:
+        """A signaled CAS of the word at ``offset`` inside record ``r`` (the old word
+        comes back in the completion)."""
+        st = self.store
+        return WorkRequest(CAS, 8, tag, True, False, tx.ep.scratch, 8, st.rkeys[r.node],
+                           st.offset(r.table, r.slot) + offset, None, compare, swap)
+
+    def write_wr(self, r, offset: int, data: bytes, signaled: bool, tag=None) -> WorkRequest:
+        """A WRITE of ``data`` at ``offset`` inside record ``r`` (inline under 64 B, as
+        rlib posts it)."""
+        st = self.store
+        wr = WorkRequest(WRITE, len(data), tag, signaled, len(data) < 64, None, 0,
+                         st.rkeys[r.node], st.offset(r.table, r.slot) + offset)
+        wr.data = data
+        return wr
+
+    # ------------------------------------------------------------ travel
+    def round_trip(self, tx, posts=(), calls=()):
+        """Post ``posts`` (``[(node, [wr, ...])]``, one doorbell per list) and issue
+        ``calls`` (``[(node, handler, payload, length)]``, reply ``i`` at
+        ``waiter.replies[i]``) together, wait for all (one round trip counted if
+        anything went out) and return the :class:`protocols.rpc.Waiter` (use ``yield
+        from``): completions by tag in ``waiter.results``."""
+        ep = tx.ep
+        w = Waiter(ep)
+        if posts:
+            ep.post_group([(ep.rc_qp(n), wrs) for n, wrs in posts], w)
+        for i, (n, hid, payload, length) in enumerate(calls):
+            ep.call(n, hid, payload, length, True, w, i)
+        if posts or calls:
+            tx.rts += 1
+        yield w.arm()
+        return w
+
+    def post_nowait(self, tx, node: int, wrs: list) -> None:
+        """Post ``wrs`` to ``node`` without waiting (unsignaled, fire and forget)."""
+        ep = tx.ep
+        for wr in wrs:
+            wr.signaled = False
+        ep.post_nowait(ep.rc_qp(node), wrs)
+
+    def send_nowait(self, tx, node: int, hid: int, payload, length: int) -> None:
+        """An RPC without a reply (passive ACK, releases)."""
+        tx.ep.call(node, hid, payload, length, False)
+
+    def lookup(self, tx) -> None:
+        """Resolve a remote record's location from the warm cache (CPU only)."""
+        tx.ep.thread.reserve(self.sim.now, self.costs.cache_lookup)
+
+    def local_cpu(self, tx, n: int = 1) -> None:
+        """Book ``n`` local record operations on the coordinator's thread."""
+        tx.ep.thread.reserve(self.sim.now, self.costs.local_access * n)

@@ -1,0 +1,317 @@
+"""NO_WAIT two-phase locking, as RCC runs it (``src/rtx/nowait_rdma.*``).
+
+Scope
+    Strict two-phase locking with exclusive locks only (RCC's read locks are exclusive
+    like its write locks: "currently READ lock is implemented the same as WRITE lock"):
+    a transaction locks every record as its body first touches it, one record at a
+    time, and keeps every lock until it has committed. A lock found held aborts the
+    transaction at once (NO_WAIT); :mod:`.waitdie` waits instead when it may.
+
+    Record (:data:`protocols.txn.store.OCC_LAYOUT`): lock word (8 B), seq (8 B: the
+    number of committed writes, RCC's ``RdmaValHeader``), value. Lock word: the
+    attempt's timestamp shifted left 9 bits, plus 1 for a write lock (RCC ``rwlock.hpp``
+    ``R_LEASE(ts)`` + 1); 0 is free. Timestamp: the microsecond clock shifted left 26
+    bits, plus the coroutine's owner id (node << 16 | thread << 10 | coroutine + 1), unique
+    for up to 1,024 nodes (RCC's ``(us << 10) + node x 80 + thread x 10 + coroutine + 1``
+    collides beyond 12 nodes).
+
+    ===========  ==========================================  ==============================
+    stage        one-sided                                   RPC
+    ===========  ==========================================  ==============================
+    ``lock``     CAS(0 -> word) + READ of the record in one  a lock RPC per record whose
+                 doorbell (``lock_read_batch``; otherwise    reply carries status, seq and
+                 CAS, then READ: two round trips)            value
+    ``log``      WRITE the log to each backup's ring         a log RPC per backup
+    ``commit``   per written record WRITE seq + value and    one commit RPC per node
+                 WRITE 0 to the lock, one doorbell, only the (install, unlock)
+                 last signaled
+    ``release``  WRITE 0 to each read-locked record          one release RPC per node
+    ===========  ==========================================  ==============================
+
+    The read is the lock's (RCC fuses them), so the protocol has no separate read stage.
+    A record written without being read is locked (and its header read) at commit, in
+    the ``lock`` stage's verbs. Local records are locked and read by the coordinator's
+    CPU. An aborted attempt unlocks what it holds without waiting (WRITE 0 or a release
+    RPC without reply).
+
+Stages timed (metric ``lat_<stage>_us``): ``read`` (the body, with its locks), ``lock``
+(commit-time locks of blind writes), ``log``, ``commit``, ``release``.
+"""
+from __future__ import annotations
+
+from ..rpc import Endpoint
+from .access import Access
+from .api import Abort, Rec, Txn
+from .driver import TxnSystem
+from .replication import KEY_BYTES, VER_BYTES, Replication
+from .store import HEADER, OCC_LAYOUT, pack_u64, parse_record
+
+H_LOCK, H_COMMIT, H_RELEASE = 11, 12, 13
+ZERO8 = bytes(8)
+TS_SHIFT = 26        # timestamp = us << TS_SHIFT | owner id
+LOCK_SHIFT = 9       # lock word = ts << LOCK_SHIFT | write bit
+
+
+def layout(cfg):
+    """The record layout: lock word, seq, value."""
+    return OCC_LAYOUT
+
+
+class System(TxnSystem):
+    """NO_WAIT over the driver (see module doc)."""
+
+    STAGES = ("read", "lock", "log", "commit", "release")
+    WAITS = False        # WAIT-DIE: an older requester waits for a younger holder
+
+    def setup(self) -> None:
+        cfg = self.cfg
+        self.access = Access(self)
+        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every)
+        self.batch = cfg.option("lock_read_batch", True)
+        self._first: dict[int, tuple] = {}    # owner -> (spec, ts) of its first attempt
+        self._waiters: dict[int, list] = {}    # node -> parked lock requests
+
+    def how(self, stage: str) -> str:
+        """``one_sided`` or ``rpc`` for ``stage``."""
+        return self.cfg.stages[stage]
+
+    # ================================================================ timestamps
+    def timestamp(self, tx: Txn, owner: int) -> int:
+        """The attempt's timestamp; a retry keeps its transaction's first one (so an
+        aborted WAIT-DIE transaction grows older, never starves)."""
+        first = self._first.get(owner)
+        if first is not None and first[0] is tx.spec:
+            return first[1]
+        ts = (int(self.sim.now // 1000) << TS_SHIFT) | owner
+        self._first[owner] = (tx.spec, ts)
+        return ts
+
+    def conflict(self, tx: Txn, held: int) -> None:
+        """A lock found held by word ``held``: NO_WAIT aborts."""
+        raise Abort("lock")
+
+    # ================================================================ one attempt
+    def attempt(self, tx: Txn, owner: int):
+        sim = self.sim
+        spec = tx.spec
+        tx.owner = owner
+        tx.ts = self.timestamp(tx, owner)
+        t = sim.now
+        if spec.phase_ns[0]:
+            yield tx.ep.compute(spec.phase_ns[0])
+        yield from self.run_body(tx)
+        now = sim.now
+        tx.phases["read"] = now - t
+        t = now
+        recs = list(tx.recs.values())
+        writes = [r for r in recs if r.new is not None]
+        if spec.phase_ns[1]:
+            yield tx.ep.compute(spec.phase_ns[1])
+        for r in writes:
+            if not r.locked:
+                yield from self.lock_record(tx, r, True)
+        now = sim.now
+        tx.phases["lock"] = now - t
+        t = now
+        if writes:
+            if spec.phase_ns[2]:
+                yield tx.ep.compute(spec.phase_ns[2])
+            yield from self.repl.log(tx, writes, self.how("log"))
+        self.record(tx)
+        now = sim.now
+        tx.phases["log"] = now - t
+        t = now
+        if spec.phase_ns[3]:
+            yield tx.ep.compute(spec.phase_ns[3])
+        yield from self.commit_writes(tx, writes)
+        now = sim.now
+        tx.phases["commit"] = now - t
+        t = now
+        yield from self.unlock(tx, [r for r in recs if r.locked], wait=True)
+        tx.phases["release"] = sim.now - t
+
+    def read_records(self, tx: Txn, todo: list[Rec]):
+        # RCC locks records one at a time, as the transaction touches them.
+        for r in todo:
+            yield from self.lock_record(tx, r, r.for_update)
+
+    def release(self, tx: Txn):
+        yield from self.unlock(tx, [r for r in tx.recs.values() if r.locked], wait=False)
+
+    # ================================================================ locking
+    def lock_record(self, tx: Txn, r: Rec, write: bool):
+        """Lock ``r`` exclusively and read it (seq and value into ``r``)."""
+        word = (tx.ts << LOCK_SHIFT) | (1 if write else 0)
+        ep = tx.ep
+        store = self.store
+        if r.node == ep.node:
+            while True:
+                # the CPU's CAS on the lock word and, once it holds it, the read
+                yield ep.compute(self.costs.local_access)
+                old = store.lock_local(r.node, r.table, r.slot, word)
+                if old == 0:
+                    break
+                self.conflict(tx, old)
+                # WAIT-DIE: poll the lock word again after a while (local spinning)
+                yield self.sim.timeout(self.costs.waiter_poll)
+            r.locked = True
+            _, r.version, r.value = store.read_local(r.node, r.table, r.slot)
+            return
+        self.access.lookup(tx)
+        vs = store.tables[r.table].value_size
+        if self.how("lock") == "one_sided":
+            A = self.access
+            while True:
+                cas = A.cas_wr(tx, r, 0, 0, word, ("cas", r))
+                rd = A.read_wr(tx, r, 0, store.rsize[r.table], r)
+                if self.batch:
+                    w = yield from A.round_trip(tx, [(r.node, [cas, rd])])
+                    old = w.results[("cas", r)].data
+                    raw = w.results[r].data
+                else:
+                    w = yield from A.round_trip(tx, [(r.node, [cas])])
+                    old = w.results[("cas", r)].data
+                    if old == 0:
+                        w = yield from A.round_trip(tx, [(r.node, [rd])])
+                        raw = w.results[r].data
+                if old == 0:
+                    _, r.version, r.value = parse_record(raw, vs)
+                    break
+                self.conflict(tx, old)
+                yield self.sim.timeout(0.0)   # yield_next, then CAS again (remote spin)
+        else:
+            w = yield from self.access.round_trip(
+                tx, calls=[(r.node, H_LOCK, (r.table, r.slot, word), KEY_BYTES + 8)])
+            ok, held, r.version, r.value = w.replies[0]
+            if not ok:
+                # The owner refused (NO_WAIT, or a WAIT-DIE requester younger than the
+                # holder); a WAIT-DIE waiter is answered only once it holds the lock.
+                self.conflict(tx, held)
+                raise Abort("lock")
+        r.locked = True
+
+    def commit_writes(self, tx: Txn, writes: list[Rec]):
+        """Install every written record (seq + 1, value) and unlock it."""
+        ep = tx.ep
+        store = self.store
+        pa = self.cfg.passive_ack
+        remote = []
+        for r in writes:
+            if r.node == ep.node:
+                store.install_local(r.node, r.table, r.slot, r.version + 1, r.new)
+                store.unlock_local(r.node, r.table, r.slot)
+                r.locked = False
+                self.access.local_cpu(tx)
+                self.wake(r.node)
+            else:
+                remote.append(r)
+        if not remote:
+            return
+        A = self.access
+        if self.how("commit") == "one_sided":
+            posts = []
+            for r in remote:
+                wv = A.write_wr(r, 8, pack_u64(r.version + 1) + r.new, False)
+                wu = A.write_wr(r, 0, ZERO8, not pa, r)
+                r.locked = False
+                if pa:
+                    A.post_nowait(tx, r.node, [wv, wu])
+                else:
+                    posts.append((r.node, [wv, wu]))
+            if posts:
+                yield from A.round_trip(tx, posts)
+        else:
+            calls = []
+            for n, rs in self.group(remote).items():
+                items = [(r.table, r.slot, r.version + 1, r.new) for r in rs]
+                ln = sum(KEY_BYTES + VER_BYTES + len(r.new) for r in rs)
+                for r in rs:
+                    r.locked = False
+                if pa:
+                    A.send_nowait(tx, n, H_COMMIT, items, ln)
+                else:
+                    calls.append((n, H_COMMIT, items, ln))
+            if calls:
+                yield from A.round_trip(tx, calls=calls)
+
+    def unlock(self, tx: Txn, recs: list[Rec], wait: bool):
+        """Unlock ``recs`` (``release`` stage verbs); ``wait`` for the acknowledgements
+        unless passive ACK is on."""
+        ep = tx.ep
+        store = self.store
+        wait = wait and not self.cfg.passive_ack
+        remote = []
+        for r in recs:
+            r.locked = False
+            if r.node == ep.node:
+                store.unlock_local(r.node, r.table, r.slot)
+                self.wake(r.node)
+            else:
+                remote.append(r)
+        if not remote:
+            return
+        A = self.access
+        if self.how("release") == "one_sided":
+            posts = [(r.node, [A.write_wr(r, 0, ZERO8, wait, r)]) for r in remote]
+            if wait:
+                yield from A.round_trip(tx, posts)
+            else:
+                for n, wrs in posts:
+                    A.post_nowait(tx, n, wrs)
+        else:
+            calls = [(n, H_RELEASE, [(r.table, r.slot) for r in rs], len(rs) * KEY_BYTES)
+                     for n, rs in self.group(remote).items()]
+            if wait:
+                yield from A.round_trip(tx, calls=calls)
+            else:
+                for c in calls:
+                    A.send_nowait(tx, *c)
+
+    # ================================================================ owner side
+    def wake(self, node: int) -> None:
+        """A lock of ``node`` was released by its CPU: parked requests may go on."""
+        if self._waiters.get(node):
+            self.check_waiters(node)
+
+    def check_waiters(self, node: int) -> None:
+        """Hook of WAIT-DIE (NO_WAIT parks nothing)."""
+
+    def register(self, ep: Endpoint) -> None:
+        self.repl.register(ep)
+        store = self.store
+        node = ep.node
+        op = self.costs.record_op
+        vs = {t.id: t.value_size for t in store.tables.values()}
+
+        def lock(src, payload):
+            table, slot, word = payload
+            old = store.lock_local(node, table, slot, word)
+            if old == 0:
+                _, ver, val = store.read_local(node, table, slot)
+                return (True, 0, ver, val), 1 + HEADER + vs[table], op
+            if self.WAITS and (word >> LOCK_SHIFT) < (old >> LOCK_SHIFT):
+                self.park(ep, ep.defer(), table, slot, word)
+                return None, 0, op
+            return (False, old, 0, b""), 1, op
+
+        def commit(src, items):
+            for table, slot, ver, val in items:
+                store.install_local(node, table, slot, ver, val)
+                store.unlock_local(node, table, slot)
+            self.wake(node)
+            return True, 1, op * len(items)
+
+        def release(src, items):
+            for table, slot in items:
+                store.unlock_local(node, table, slot)
+            self.wake(node)
+            return True, 1, op * len(items)
+
+        ep.register(H_LOCK, lock)
+        ep.register(H_COMMIT, commit)
+        ep.register(H_RELEASE, release)
+
+    def park(self, ep: Endpoint, token, table: int, slot: int, word: int) -> None:
+        """Hook of WAIT-DIE: keep a lock request until the lock is free."""
+        raise NotImplementedError
+
