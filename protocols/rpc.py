@@ -1,4 +1,4 @@
-"""Two-sided RPC over RDMA: UD SEND/RECV, RC SEND/RECV and RC WRITE-with-IMM.
+"""Two-sided RPC over RDMA (UD SEND/RECV, RC SEND/RECV, RC WRITE-with-IMM) and kernel TCP.
 
 Scope
     One :class:`Endpoint` per worker thread: the thread's verbs context and completion
@@ -37,6 +37,18 @@ Scope
     - WRITE-with-IMM: the message is written into a ring on the peer (real RC WRITE of the
       message length), the 4-byte immediate announces it; the ring's content is passed to
       the receiver in posting order (RC delivers in order).
+    - TCP (``tcp``): a kernel TCP connection per pair of same-index threads, modelled as
+      RC SENDs (the NIC, PCIe and wire move the bytes as frames of at most the MTU; RC is
+      reliable and in order, as a TCP stream) plus the kernel's work on the CPUs: one send
+      syscall (``host.tcp_send_cpu``) per destination per flush (a writev of every message
+      of the step for that peer: Nagle off, messages of one flush share segments) and the
+      user-to-kernel copy (``host.memcpy_rate``); per received segment
+      ``host.tcp_recv_cpu`` (softirq, TCP receive, epoll wake-up, recv syscall) and the
+      kernel-to-user copy, after ``host.tcp_stack_latency`` (interrupt moderation and
+      delivery). The receiving thread polls epoll from its event loop (it never sleeps);
+      the softirq runs on its core (IRQ affinity / aRFS). Not modelled: TCP ACK segments,
+      congestion and flow control, Nagle, a dedicated receiving thread (RCC's rocc
+      ``tcp_adapter`` passes ZeroMQ messages through one poller thread per node).
 
     Signaled sends: every ``signal_every``-th send (to reclaim send-queue slots).
     Inline: a message shorter than ``inline_below`` (64 B, as rlib) is copied into the WQE
@@ -60,12 +72,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rnicsim.sim import long_lived_heap
+from rnicsim.units import tx_time_ns
 from rnicsim.verbs import (RECV, RECV_RDMA_WITH_IMM, SEND_WITH_IMM, UD_GRH, WRITE_WITH_IMM, Context,
                            WorkRequest)
 
 from .runtime import Worker
 
-TRANSPORTS = ("ud", "rc", "write_imm")
+TRANSPORTS = ("ud", "rc", "write_imm", "tcp")
 
 # Message kinds inside a SEND (several may be coalesced into one).
 _REQ, _REP = 0, 1
@@ -167,6 +180,8 @@ class Endpoint(Worker):
         self.tx_wrs = 0          # work requests posted: one-sided verbs and SENDs
         self._current: tuple = ((node, index), -1, None)   # the request being handled
         self._deferred: tuple | None = None
+        # The host's kernel TCP costs (profile host section) with the tcp transport.
+        self._tcp = mesh.cluster.profile.host if mesh.cfg.transport == "tcp" else None
 
     # ------------------------------------------------------------------ set-up
     def _add_qp(self, qp) -> None:
@@ -281,8 +296,10 @@ class Endpoint(Worker):
         mtu = self.ctx.mtu
         out = self._out
         self._out = {}
+        tcp = self._tcp is not None
         for (key, replies), msgs in out.items():
-            if cfg.coalesce:
+            # TCP: one writev per peer carries every message of the step (a byte stream).
+            if cfg.coalesce or tcp:
                 merged: dict = {}
                 order = []
                 for dest, item, ln in msgs:
@@ -297,11 +314,13 @@ class Endpoint(Worker):
                 sends = [(dest, [item], ln) for dest, item, ln in msgs]
             wrs = []
             ud = cfg.transport == "ud"
+            if tcp:
+                self._tcp_send(sum(ln for _dest, _items, ln in sends))
             for dest, items, ln in sends:
-                if ud and ln > mtu:
+                if (ud or tcp) and ln > mtu:
                     # A UD SEND is one packet: a longer message goes as MTU-sized fragments
                     # (as eRPC does); the items ride on the last one, so the handler runs
-                    # once the whole message is in.
+                    # once the whole message is in. TCP: one segment per MTU, likewise.
                     while ln > mtu:
                         wrs.append(self._wr(key, dest, [], mtu))
                         ln -= mtu
@@ -310,6 +329,13 @@ class Endpoint(Worker):
             self.tx_wrs += len(wrs)
             for s in range(0, len(wrs), b):
                 key.post_send(wrs[s:s + b])
+
+    def _tcp_send(self, nbytes: int) -> None:
+        """Book the kernel send path of one flush to one peer on this thread: one send
+        syscall (``host.tcp_send_cpu`` [ns]) and the copy of ``nbytes`` [B] into the
+        socket buffer at ``host.memcpy_rate``."""
+        h = self._tcp
+        self.thread.reserve(self.sim.now, h.tcp_send_cpu + tx_time_ns(nbytes, h.memcpy_rate))
 
     def _wr(self, qp, dest, items, ln):
         cfg = self.cfg
@@ -334,8 +360,6 @@ class Endpoint(Worker):
 
     def _on_message(self, wc) -> None:
         """Event-loop handler of a received SEND / WRITE-with-IMM (one or more items)."""
-        sim = self.sim
-        th = self.thread
         qpn = wc.qp_num
         qp = self._qp_by_num[qpn]
         if wc.opcode == RECV_RDMA_WITH_IMM:
@@ -348,6 +372,31 @@ class Endpoint(Worker):
             qp.post_recv([self.mesh.recv_wr] * c)
             c = 0
         self._consumed[qpn] = c
+        if self._tcp is not None:
+            # The kernel sees the segment after interrupt moderation and delivery, then
+            # the thread's core runs the receive path.
+            self.sim.call_in(self._tcp.tcp_stack_latency, self._tcp_deliver, wc, qp, items)
+            return
+        self._dispatch(wc, qp, items)
+
+    def _tcp_deliver(self, wc, qp, items) -> None:
+        """One TCP segment reaches the socket: once no coroutine holds the thread (the
+        event loop's rule, runtime doc), book ``host.tcp_recv_cpu`` [ns] and the copy of
+        its ``wc.byte_len`` [B] to user memory, then run its messages."""
+        burst = self._after_burst()
+        if burst is not None:
+            burst.callbacks.append(lambda _ev: self._tcp_deliver(wc, qp, items))
+            return
+        h = self._tcp
+        self.thread.reserve(self.sim.now,
+                            h.tcp_recv_cpu + tx_time_ns(wc.byte_len, h.memcpy_rate))
+        self._dispatch(wc, qp, items)
+
+    def _dispatch(self, wc, qp, items) -> None:
+        """Run the handlers of the requests and resume the waiters of the replies in
+        ``items`` (``dispatch`` [ns] of CPU each, then the handler's own)."""
+        sim = self.sim
+        th = self.thread
         dispatch = self.cfg.dispatch
         for item in items:
             th.reserve(sim.now, dispatch)

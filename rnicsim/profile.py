@@ -12,7 +12,8 @@ Sections:
 - ``switch``: cut-through latency and per-port buffer of the fabric's switches.
 - ``pcie``: the NIC's PCIe attachment: rate after encoding, TLP overhead, latency.
 - ``nic``: processing units, per-opcode service times, caches, atomic unit, limits.
-- ``host``: CPU costs of the software side of verbs (posting, polling, interrupts).
+- ``host``: CPU costs of the software side of verbs (posting, polling, interrupts) and of
+  the kernel TCP stack (the ``tcp`` RPC transport).
 """
 from __future__ import annotations
 
@@ -295,6 +296,14 @@ class HostSection(BaseModel):
     wakeup_latency: TimeP           # what preempting a running CPU hog adds to a woken
                                     # thread's interrupt path (the switch itself is in
                                     # interrupt_cpu) [ns]
+    # Kernel TCP (the ``tcp`` RPC transport, protocols/rpc.py); the NIC's own work (WQE,
+    # doorbell, CQE) and the copies (memcpy_rate) are charged apart.
+    tcp_send_cpu: TimeP             # one send syscall (writev of one flush to one peer):
+                                    # entry/exit, tcp_sendmsg, IP, qdisc, driver [ns]
+    tcp_recv_cpu: TimeP             # one received segment: IRQ/NAPI softirq, IP + TCP
+                                    # receive, socket wake-up, epoll_wait + recv [ns]
+    tcp_stack_latency: TimeP        # one-way delay the kernel adds beyond those CPU
+                                    # costs: interrupt moderation and IRQ delivery [ns]
 
 
 class ProfileModel(BaseModel):

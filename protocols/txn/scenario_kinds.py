@@ -133,7 +133,7 @@ class RpcWorkload(BaseModel):
 
     model_config = _STRICT
     kind: Literal["rpc"]
-    transport: Literal["ud", "rc", "write_imm"] = "ud"
+    transport: Literal["ud", "rc", "write_imm", "tcp"] = "ud"
     request: Size = 64
     reply: Size = 64
     coroutines: int = Field(8, ge=1)
@@ -185,7 +185,7 @@ class OccProtocol(BaseModel):
     only_execution: Optional[bool] = None
     doorbell_batch: int = Field(16, ge=1)
     coalesce: Optional[bool] = None
-    rpc_transport: Literal["ud", "rc", "write_imm"] = "ud"
+    rpc_transport: Literal["ud", "rc", "write_imm", "tcp"] = "ud"
     qps_per_peer: int = Field(1, ge=1)
     # RCC's OCC instead of a DrTM+H design: every stage over RPC or one-sided verbs, or
     # a hybrid (stages / hybrid_code). Excludes the preset and per-phase keys above.
@@ -266,7 +266,7 @@ class _RccProtocol(BaseModel):
     verbs: Verbs = "one_sided"
     stages: Optional[dict[str, StageVerbs]] = None
     hybrid_code: Optional[int] = None
-    rpc_transport: Literal["ud", "rc", "write_imm"] = "ud"
+    rpc_transport: Literal["ud", "rc", "write_imm", "tcp"] = "ud"
     doorbell_batch: int = Field(16, ge=1)
     coalesce: bool = False
     qps_per_peer: int = Field(1, ge=1)

@@ -232,7 +232,7 @@ def test_ud_replies_of_one_poll_share_a_doorbell_whatever_the_request_batch(cx4,
     (dict(outstanding=0), r"outstanding: a positive integer, got 0"),
     (dict(coroutines=0), r"coroutines: a positive integer, got 0"),
     (dict(threads=0), r"threads: a positive integer, got 0"),
-    (dict(transport="tcp"), r"transport: one of ud, rc, write_imm, not 'tcp'"),
+    (dict(transport="iwarp"), r"transport: one of ud, rc, write_imm, tcp, not 'iwarp'"),
     (dict(req=-1), r"req: a size >= 0 \[B\], got -1"),
     (dict(handler=-5.0), r"handler: a CPU time >= 0 \[ns\]"),
 ])
