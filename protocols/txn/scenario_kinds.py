@@ -323,13 +323,16 @@ class CalvinProtocol(_RccProtocol):
     """CALVIN: deterministic scheduling of epochs of sequenced transactions.
 
     ``epoch_batch``: requests a sequencer puts in one epoch (RCC:
-    ``MAX_CALVIN_REQ_CNTS`` 10)."""
+    ``MAX_CALVIN_REQ_CNTS`` 10); ``epoch_timeout``: a sequencer whose batch is not full
+    and whose clients are not all waiting closes it this long after the epoch began
+    (the Calvin paper's 10-ms epoch, RCC's "~10 ms" comment; protocols/txn/calvin.py)."""
 
     kind: Literal["calvin"]
     epoch_batch: int = Field(10, ge=1, le=64)
+    epoch_timeout: Duration = Field(10e6, gt=0)
 
     def options(self) -> dict:
-        return {"epoch_batch": self.epoch_batch}
+        return {"epoch_batch": self.epoch_batch, "epoch_timeout": self.epoch_timeout}
 
 
 def rcc_config(proto: _RccProtocol):
