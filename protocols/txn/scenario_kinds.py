@@ -314,9 +314,17 @@ class MvccProtocol(_RccProtocol):
 
 
 class SundialProtocol(_RccProtocol):
-    """SUNDIAL: logical leases on read records, renewed before commit."""
+    """SUNDIAL: logical leases on read records, renewed before commit.
+
+    ``renew_lock``: a one-sided renewal extends a lease under a brief lock (CAS + READ,
+    then WRITE lease + unlock); false: RCC's plain WRITE after the header READ, which
+    lets a writer locking in between commit below the new lease (not serializable)."""
 
     kind: Literal["sundial"]
+    renew_lock: bool = True
+
+    def options(self) -> dict:
+        return {"renew_lock": self.renew_lock}
 
 
 class CalvinProtocol(_RccProtocol):

@@ -1,4 +1,4 @@
-"""SUNDIAL, logical leases with WAIT-DIE write locks, as RCC runs it (``src/rtx/sundial_rdma.*``).
+"""SUNDIAL as RCC runs it (``src/rtx/sundial_rdma.*``): leases, WAIT-DIE write locks.
 
 Scope
     Every record version carries a logical lease ``[wts, rts]``: it was written at
@@ -68,7 +68,7 @@ Deviations from RCC's code, and why
       lease word; this module keeps ``hybrid-cc``'s verbs.
 
 Not modelled: two-phase commit (RCC forces ``TX_TWO_PHASE_COMMIT_STYLE`` 0), the
-record-offset lookup (a warm location cache, as RCC's scripts build with ``RDMA_CACHE 1``).
+record-offset lookup (a warm location cache: RCC's scripts build with ``RDMA_CACHE 1``).
 
 Stages timed (metric ``lat_<stage>_us``): ``read``, ``lock``, ``renew``, ``log``,
 ``commit``, ``release``.
@@ -87,6 +87,7 @@ from .store import Layout
 
 H_READ, H_LOCK, H_RENEW, H_UPDATE, H_RELEASE = 21, 22, 23, 24, 25
 MASK31 = 0x7FFFFFFF
+RENEWING = 1 << 63                     # lock-word flag of a renewer's brief lock
 LOCK_HDR = 16                          # lock + lease: what RCC's header READs fetch
 
 
@@ -147,6 +148,7 @@ class System(TxnSystem):
         self._first: dict[int, tuple] = {}    # owner -> (spec, ts) of its first attempt
         self._waiters: dict[int, list] = {}    # node -> parked lock requests
         self._cts: dict[int, int] = {}         # owner -> commit_id_ (see module doc)
+        self.renew_lock = cfg.option("renew_lock", True)
         self.vs = {t.id: t.value_size for t in self.store.tables.values()}
 
     # ================================================================ record bytes
@@ -232,7 +234,8 @@ class System(TxnSystem):
             _, word, count = _HDR.unpack_from(raw)
             value = raw[24:24 + self.vs[r.table]]
             # RCC reads the header again: the version is taken only if wts held still.
-            w = yield from A.round_trip(tx, [(r.node, [A.read_wr(tx, r, 0, LOCK_HDR, r)])])
+            hd = A.read_wr(tx, r, 0, LOCK_HDR, r)
+            w = yield from A.round_trip(tx, [(r.node, [hd])])
             if wts_of(_U64.unpack_from(w.results[r].data, 8)[0]) != wts_of(word):
                 raise Abort("validation")
         else:
@@ -326,9 +329,7 @@ class System(TxnSystem):
                 if not renewable(lock, word, r.aux[0], cts):
                     raise Abort("validation")
                 if rts_of(word) < cts:
-                    # a plain WRITE of the lease word, waited for before the next record
-                    wr = A.write_wr(r, 8, _U64.pack(lease(wts_of(word), cts)), True, r)
-                    yield from A.round_trip(tx, [(r.node, [wr])])
+                    yield from self.extend(tx, r, cts, word)
         else:
             due = [r for r in remote if r.aux[1] < cts]
             calls = [(n, H_RENEW, [(r.table, r.slot, r.aux[0], cts) for r in rs],
@@ -337,6 +338,43 @@ class System(TxnSystem):
                 w = yield from A.round_trip(tx, calls=calls)
                 if not all(all(v) for v in w.replies.values()):
                     raise Abort("validation")
+
+    def extend(self, tx: Txn, r: Rec, cts: int, word: int):
+        """Extend the lease of remote ``r`` (lease word ``word`` as just READ) to
+        ``cts`` with one-sided verbs.
+
+        ``renew_lock`` (default): under a brief lock, so that no writer can lock the
+        record between the check and the extension and commit below the new ``rts``:
+        CAS(0 -> RENEWING | ts) + READ of the lease word in one doorbell; then WRITE the
+        lease and WRITE 0 to the lock, unsignaled (the lock keeps writers out until
+        they land). A record held by another renewer is tried again after a yield; one
+        held by a writer is judged by RCC's rule on the lease read. Otherwise RCC's
+        plain WRITE of the lease word, waited for before the next record."""
+        A = self.access
+        if not self.renew_lock:
+            wr = A.write_wr(r, 8, _U64.pack(lease(wts_of(word), cts)), True, r)
+            yield from A.round_trip(tx, [(r.node, [wr])])
+            return
+        mine = RENEWING | tx.ts
+        while True:
+            cas = A.cas_wr(tx, r, 0, 0, mine, ("cas", r))
+            rd = A.read_wr(tx, r, 8, 8, r)
+            w = yield from A.round_trip(tx, [(r.node, [cas, rd])])
+            old = w.results[("cas", r)].data
+            word = _U64.unpack_from(w.results[r].data)[0]
+            if old == 0:
+                break
+            if not old & RENEWING:
+                if not renewable(old, word, r.aux[0], cts):
+                    raise Abort("validation")
+                return       # a writer holds it, but the lease already covers cts
+            yield self.sim.timeout(0.0)   # yield_next, then try again
+        unlock = A.write_wr(r, 0, ZERO8, False)
+        if wts_of(word) != r.aux[0]:
+            A.post_nowait(tx, r.node, [unlock])
+            raise Abort("validation")
+        new = lease(wts_of(word), max(rts_of(word), cts))
+        A.post_nowait(tx, r.node, [A.write_wr(r, 8, _U64.pack(new), False), unlock])
 
     # ================================================================ commit, release
     def commit_locked(self, tx: Txn, locked: list[Rec]):

@@ -1,0 +1,171 @@
+"""protocols.txn.sundial: verbs and round trips of one transaction per form, leases."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from protocols.txn import scenario_kinds as sk
+from protocols.txn.api import TxnSpec
+from protocols.txn.bench import build, run_txn_bench
+from protocols.txn.history import History
+from protocols.txn.store import Table
+from protocols.txn.sundial import lease
+from rnicsim.profile import load_profile
+
+_PROFILE = load_profile("cx4-edr")
+_Q = struct.Struct("<q")
+X, Y = 1, 2            # record 1 lives on node 1, record 2 on node 2 (key % 3)
+
+
+def _table(nodes: int = 3) -> list[Table]:
+    return [Table(0, "counter", 8, 4, lambda k: (k % nodes, k // nodes))]
+
+
+def _cfg(verbs: str, code: int | None = None, renew_lock: bool = True):
+    extra = {"hybrid_code": code} if code is not None else {}
+    return sk.rcc_config(sk.SundialProtocol(kind="sundial", verbs=verbs,
+                                            renew_lock=renew_lock, **extra))
+
+
+def _header(b, key: int) -> tuple[int, int, int]:
+    """(lock, lease word, committed-write count) of a record of table 0."""
+    mr = b.store.mrs[key % 3]
+    off = b.store.offset(0, key // 3)
+    return mr.read_u64(off), mr.read_u64(off + 8), mr.read_u64(off + 16)
+
+
+class _Increment:
+    """Node 0's thread increments X and reads Y, forever."""
+
+    tables = _table()
+
+    def next_txn(self, rng, node, thread, co):
+        def body(tx):
+            v = yield from tx.read(0, X, True)
+            yield from tx.read(0, Y)
+            tx.write(0, X, _Q.pack(_Q.unpack(v)[0] + 1))
+        return TxnSpec("inc", body)
+
+
+def _one(verbs: str, code: int | None, renew_lock: bool):
+    hist = History()
+    b = build(_PROFILE, 3, 1, _Increment(), _cfg(verbs, code, renew_lock), 1,
+              history=hist, kind="sundial")
+    for key in [(1, 0), (2, 0)]:      # only node 0 runs transactions
+        b.cc.coords.pop(key)
+    m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
+    return m, b, hist
+
+
+# Hand count from PROTOCOL-FACTS 3.6 (SUNDIAL), per uncontended transaction that locks
+# and writes X and reads Y (the lease of Y needs renewing every time: cts = commits so
+# far + 1 > Y's rts), rep_factor 2 on 3 nodes (the log goes to nodes 1 and 2):
+#   stage    one-sided                              RPC
+#   lock     CAS + READ, one doorbell: 1 (2 WRs)    lock RPC: 1
+#   read     READ record, READ header: 2 (2 WRs)    read RPC: 1
+#   renew    READ header: 1 (1 WR), then            renew RPC: 1
+#            CAS + READ: 1 (2 WRs) and WRITE lease
+#            + WRITE 0 unsignaled: 0 (2 WRs)
+#            (renew_lock false, RCC: WRITE: 1 (1 WR))
+#   log      WRITE to each backup's ring: 1 (2)     log RPC to each backup: 1 (2)
+#   commit   WRITE lease+count+value, WRITE 0: 1 (2) update RPC: 1
+# Work requests node 0 posts per transaction: one-sided 2 + 2 + 5 + 2 + 2 = 13 (RCC's
+# renewal: 10), RPC 1 + 1 + 1 + 2 + 1 = 6, plus 2 log-reclaim SENDs in every form.
+@pytest.mark.parametrize("verbs,code,renew_lock,rts,wrs", [
+    ("one_sided", None, True, 7, 15),
+    ("one_sided", None, False, 7, 12),
+    ("rpc", None, True, 5, 8),
+    ("hybrid", 31, True, 6, 11),     # RCC's YCSB and TPC-C code: renew by RPC
+    ("hybrid", 20, True, 5, 9),      # RCC's SmallBank code: log and commit one-sided
+    ("hybrid", 64, True, 6, 12),     # renew alone one-sided
+])
+def test_round_trips_and_verbs_of_one_transaction(verbs, code, renew_lock, rts, wrs):
+    """One remote read-modify-write and one remote read take the hand-counted round
+    trips and work requests; every commit installs wts = rts = cts = its rank and
+    extends the lease of the record read to it."""
+    m, b, hist = _one(verbs, code, renew_lock)
+    n = len(hist)
+    assert m["round_trips_per_txn"] == pytest.approx(rts)
+    assert m["abort_rate"] == 0.0
+    assert b.mesh.endpoints[(0, 0)].tx_wrs == wrs * n
+    assert hist.check().serializable
+    assert _header(b, X) == (0, lease(n, n), n)
+    assert _header(b, Y) == (0, lease(0, n), 0)
+
+
+class _Renew:
+    """Node 0 reads X, computes 20 us and writes Y (so its cts exceeds X's lease); node
+    1, if ``writer``, locks X at once, keeps it ``hold_ns`` and writes it. Each runs one
+    transaction, then idles."""
+
+    tables = _table()
+
+    def __init__(self, writer: bool, hold_ns: float = 5_000.0) -> None:
+        self.writer = writer
+        self.hold_ns = hold_ns
+        self.started: set[int] = set()
+
+    def next_txn(self, rng, node, thread, co):
+        if node in self.started or node == 2 or (node == 1 and not self.writer):
+            def idle(tx):
+                yield tx.cc.sim.timeout(1e9)
+            return TxnSpec("idle", idle, True)
+        self.started.add(node)
+        if node == 1:
+            def write_x(tx):
+                v = yield from tx.read(0, X, True)
+                yield tx.cc.sim.timeout(self.hold_ns)   # waits, leaving its CPU free
+                tx.write(0, X, _Q.pack(_Q.unpack(v)[0] + 7))
+            return TxnSpec("write_x", write_x)
+
+        def read_x(tx):
+            v = yield from tx.read(0, X)
+            yield tx.compute(20_000.0)
+            yield from tx.read(0, Y, True)
+            tx.write(0, Y, v)
+        return TxnSpec("read_x", read_x)
+
+
+def _renew(verbs: str, writer: bool, hold_ns: float = 5_000.0):
+    hist = History()
+    wl = _Renew(writer, hold_ns)
+    b = build(_PROFILE, 3, 1, wl, _cfg(verbs), 1, history=hist, kind="sundial")
+    run_txn_bench(b, 0.0, 200_000.0)
+    return b, hist
+
+
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+def test_an_unchallenged_lease_is_extended_and_commits(verbs):
+    """With no writer, the reader's cts (1, from Y's rts 0 + 1) lies beyond X's lease
+    [0, 0]: renewal extends X's rts to 1 and the transaction commits at once."""
+    b, hist = _renew(verbs, writer=False)
+    assert b.cc.stats.causes == {}
+    assert list(hist.transactions()) == [(1, [((0, X), 0), ((0, Y), 0)], [((0, Y), 1)])]
+    assert _header(b, X) == (0, lease(0, 1), 0)
+    assert _header(b, Y) == (0, lease(1, 1), 1)
+
+
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+def test_a_lease_invalidated_by_a_commit_aborts_the_reader(verbs):
+    """The writer commits X (wts 1) after the reader read version 0 and before it
+    renews: the renewal finds wts changed and aborts (validation) once; the retry reads
+    X's new version and commits after the writer."""
+    b, hist = _renew(verbs, writer=True)
+    assert b.cc.stats.causes == {"validation": 1}
+    assert list(hist.transactions()) == [
+        (1, [((0, X), 0)], [((0, X), 1)]),
+        (2, [((0, X), 1), ((0, Y), 0)], [((0, Y), 1)])]
+    assert hist.check().serializable
+
+
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+def test_a_lease_beyond_rts_of_a_locked_record_cannot_be_renewed(verbs):
+    """While a writer holds X's lock (1 ms), a reader whose cts (1) lies beyond X's
+    lease [0, 0] cannot renew it: every attempt aborts with validation, nothing of the
+    reader commits, and X keeps its lease."""
+    b, hist = _renew(verbs, writer=True, hold_ns=1e6)
+    causes = b.cc.stats.causes
+    assert set(causes) == {"validation"} and causes["validation"] >= 2
+    assert len(hist) == 0
+    assert _header(b, X)[1:] == (lease(0, 0), 0)
