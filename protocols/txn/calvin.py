@@ -151,6 +151,17 @@ class _Node:
         self.applied: list[int] = []        # request ids in the order locks were granted
 
 
+class _LogSide:
+    """What :class:`.replication.Replication` needs of a system: its store, simulation,
+    costs and the coordinator of every worker thread (``coords``)."""
+
+    def __init__(self, system, coords: dict) -> None:
+        self.store = system.store
+        self.sim = system.sim
+        self.costs = system.costs
+        self.coords = coords
+
+
 def _fire(obj, name: str) -> None:
     """Succeed the event in ``obj.name`` if one is waited for, and clear it."""
     ev = getattr(obj, name)
@@ -168,14 +179,17 @@ class System(TxnSystem):
     def setup(self) -> None:
         cfg = self.cfg
         self.access = Access(self)
-        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every)
+        self.workers = {k: Coordinator(self, ep) for k, ep in self.mesh.endpoints.items()}
+        # Executors log from every worker thread, clients or not: the log rings' state
+        # lives in these per-thread coordinators, not in the clients' ``coords``.
+        self.repl = Replication(_LogSide(self, self.workers), cfg.log_to,
+                                cfg.reclaim_every)
         self.batch = int(cfg.option("epoch_batch", 10))
         self.timeout = float(cfg.option("epoch_timeout", EPOCH_TIMEOUT))
         self.sync_one_sided = all(v == "one_sided" for v in cfg.stages.values())
         self.n = self.store.nodes
         self.threads = self.store.threads
         self.nodes = [_Node(self.sim) for _ in range(self.n)]
-        self.workers = {k: Coordinator(self, ep) for k, ep in self.mesh.endpoints.items()}
         self._rid = 0
         self._outstanding = 0
         self._workload = None
