@@ -44,9 +44,10 @@ Scope
       of the step for that peer: Nagle off, messages of one flush share segments) and the
       user-to-kernel copy (``host.memcpy_rate``); per received segment
       ``host.tcp_recv_cpu`` (softirq, TCP receive, epoll wake-up, recv syscall) and the
-      kernel-to-user copy, after ``host.tcp_stack_latency`` (interrupt moderation and
-      delivery). The receiving thread polls epoll from its event loop (it never sleeps);
-      the softirq runs on its core (IRQ affinity / aRFS). Not modelled: TCP ACK segments,
+      kernel-to-user copy, ``host.tcp_stack_latency`` (interrupt moderation and
+      delivery) after the event loop sees the NIC's completion (so after a running
+      coroutine's burst). The receiving thread polls epoll from its event loop (it never
+      sleeps); the softirq runs on its core (IRQ affinity / aRFS). Not modelled: TCP ACKs,
       congestion and flow control, Nagle, a dedicated receiving thread (RCC's rocc
       ``tcp_adapter`` passes ZeroMQ messages through one poller thread per node).
 
