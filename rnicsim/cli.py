@@ -1,6 +1,6 @@
 """The ``rnicsim`` command line.
 
-Subcommands: ``run``, ``validate``, ``profiles``, ``perftest``, ``reproduce``,
+Subcommands: ``run``, ``trace``, ``validate``, ``profiles``, ``perftest``, ``reproduce``,
 ``rdmc-schedule``, ``check-history``, ``calibrate``. Bad input exits 2 with a message
 naming the file, key path and what was expected (see :mod:`rnicsim.errors`).
 
@@ -20,6 +20,8 @@ commands:
   run FILE --out DIR [--set a.b=v]... [--seed N] [--jobs N | --scheduler tcp://H:P|local:N]
       [--resume | --force] [--quiet]
                                    run a scenario, write results and plots
+  trace [--nic PROFILE] [--verb read|write|send|cas|faa] [--payload SIZE] [--out F.json]
+      [--pcap F.pcap] [--cold]     one verb's timeline: a table [ns], a Perfetto trace
   validate FILE... [--set a.b=v]   check scenario files
   profiles [NAME|PATH] [--json]    list NIC profiles or show one with its sources
   perftest TOOL [perftest flags] [--nic PROFILE] [--set section.param=v]
@@ -50,6 +52,7 @@ def _lazy(module: str, func: str = "main") -> Callable[[Sequence[str]], int]:
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": _lazy("rnicsim.commands", "cmd_run"),
     "validate": _lazy("rnicsim.commands", "cmd_validate"),
+    "trace": _lazy("rnicsim.trace", "cmd_trace"),
     "profiles": _lazy("rnicsim.commands", "cmd_profiles"),
     "perftest": _lazy("workloads.perftest", "main"),
     "reproduce": _lazy("rnicsim.reproduce", "main"),

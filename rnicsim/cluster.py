@@ -77,6 +77,9 @@ class Cluster:
         self.fabric.nics = self.nics
         for nic in self.nics:
             nic.fabric = self.fabric
+            sim.trace.attach(nic.pcie, f"{nic.name}/pcie")
+        for l in self.fabric.links():
+            sim.trace.attach(l, l.name)
         self._next_key = 0
 
     def new_key(self) -> int:

@@ -111,12 +111,22 @@ class Stats:
 class Trace:
     """Trace hub: components emit named events; subscribers select them by glob.
 
-    ``emit`` costs one attribute test when nobody subscribed. Subscribers receive
-    ``(time_ns, name, scope, data)`` and must not act on the simulation.
+    ``emit`` costs one attribute test when nobody subscribed (callers test
+    ``trace.enabled`` first). Subscribers receive ``(time_ns, name, scope, data)`` and
+    must not act on the simulation. An event that lasts (a PU's work, a TLP, a packet on
+    a link) carries its end time [ns] as ``data["end"]``; the model books work ahead, so
+    an event's time may lie after the current time.
+
+    Components with a ``tap`` slot (PCIe attachments, link directions) are registered
+    with :meth:`attach`; while someone subscribes, their ``tap`` is
+    ``tap(name, start, end, track="", **data)``, emitting here at ``start`` [ns] under the
+    component's scope + ``track`` (e.g. ``"/up"``), else None (one attribute test on
+    their path).
     """
 
     def __init__(self) -> None:
         self._subs: list[tuple[str, str, Callable[..., None]]] = []
+        self._taps: list[tuple[Any, str]] = []
         self.enabled = False
 
     def subscribe(self, fn: Callable[[float, str, str, dict], None], name: str = "*",
@@ -126,13 +136,45 @@ class Trace:
         ``t`` is the event time [ns]. ``fn`` must only observe: results are the same with
         or without subscribers."""
         self._subs.append((name, scope, fn))
-        self.enabled = True
+        if not self.enabled:
+            self.enabled = True
+            for obj, sc in self._taps:
+                obj.tap = self._tap_for(sc)
+
+    def attach(self, obj: Any, scope: str) -> None:
+        """Register a component with a ``tap`` slot that emits under ``scope``; its
+        ``tap`` is set while anyone subscribes (see class doc)."""
+        self._taps.append((obj, scope))
+        obj.tap = self._tap_for(scope) if self.enabled else None
+
+    def _tap_for(self, scope: str) -> Callable[..., None]:
+        emit = self.emit
+
+        def tap(name: str, start: float, end: float, track: str = "", **data: Any) -> None:
+            emit(start, name, scope + track, end=end, **data)
+        return tap
 
     def emit(self, now: float, name: str, scope: str, **data: Any) -> None:
-        """Deliver an event to the matching subscribers."""
+        """Deliver an event at ``now`` [ns] to the matching subscribers."""
         for pat_n, pat_s, fn in self._subs:
             if fnmatch.fnmatchcase(name, pat_n) and fnmatch.fnmatchcase(scope, pat_s):
                 fn(now, name, scope, data)
+
+
+# Functions called with every new Simulation (see `observe_simulations`).
+_NEW_SIM_HOOKS: list[Callable[["Simulation"], None]] = []
+
+
+@contextmanager
+def observe_simulations(fn: Callable[["Simulation"], None]):
+    """Within this context, call ``fn(sim)`` for every :class:`Simulation` created (at the
+    end of its constructor): how ``rnicsim run --trace`` reaches the simulation a
+    workload builds. ``fn`` may only subscribe observers."""
+    _NEW_SIM_HOOKS.append(fn)
+    try:
+        yield
+    finally:
+        _NEW_SIM_HOOKS.remove(fn)
 
 
 # Python's cyclic garbage collector scans every tracked object in each full collection,
@@ -188,6 +230,8 @@ class Simulation:
         self.window: tuple[float, float] = (0.0, 0.0)
         self._queue = self.env._queue
         self._eid = self.env._eid
+        for fn in list(_NEW_SIM_HOOKS):
+            fn(self)
 
     @property
     def now(self) -> float:

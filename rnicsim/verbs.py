@@ -25,6 +25,10 @@ has ``uar_dedicated`` doorbell registers; QPs beyond them are spread over ``uar_
 registers, each guarded by a lock that serialises the posts of its QPs; taking it after
 another thread costs ``uar_lock`` (the lock's cache line moves between cores). With
 ``blueflame_inline_only`` (libmlx4) only BlueFlame posts take the lock.
+
+Traces (scope the posting thread, e.g. ``n0/t0``): ``cpu.wqe_build`` (building the WQEs
+of one ``post_send``; ``wqes``, ``bytes``), ``cpu.mmio`` (the doorbell or BlueFlame
+stores, with a shared register's lock; ``blueflame``), each lasting until ``end`` [ns].
 """
 from __future__ import annotations
 
@@ -452,7 +456,7 @@ class QueuePair:
             wr.t_post = now
             if wr.opcode == WAIT and isinstance(wr.wait_cq, CompletionQueue):
                 wr.wait_cq = wr.wait_cq._cq   # the NIC watches the hardware queue
-        t = th.reserve(now, n * h.wqe_build)
+        t = t_built = th.reserve(now, n * h.wqe_build)
         p = nic.p
         if n == 1:
             wr = wrs[0]
@@ -478,6 +482,10 @@ class QueuePair:
             t = th.reserve(t, start + hold - t)   # spinning on the lock, then the store
         else:
             t = th.reserve(t, mmio)
+        if sim.trace.enabled:
+            sim.trace.emit(t_built - n * h.wqe_build, "cpu.wqe_build", th.name, end=t_built,
+                           wqes=n, bytes=size)
+            sim.trace.emit(t_built, "cpu.mmio", th.name, end=t, blueflame=blueflame)
         pcie = nic.pcie
         if blueflame:
             t_nic = pcie.mmio(t, size)

@@ -9,7 +9,8 @@ Scope
     state and flushes everything it holds.
 
 Traces
-    ``nic.qp_error``.
+    ``nic.completer`` (:mod:`rnicsim.hw.pu`), ``nic.cqe`` (a completion is visible in
+    host memory; scope the CQ), ``nic.qp_error``.
 
 Params (profile ``nic``): ``completer`` [ns per opcode category], ``cqe_size`` [B].
 """
@@ -90,6 +91,9 @@ class Completer:
         if t < qp.last_cqe:
             t = qp.last_cqe
         qp.last_cqe = t
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(t, "nic.cqe", cq.name, qpn=qp.qpn, op=wc.opcode,
+                                status=wc.status)
         cq.push(wc, t)
 
     # ----------------------------------------------------------------- failures

@@ -11,6 +11,9 @@ On a core with CPU hogs the thread notices the completion later, as
 One scheduled event per wake-up: the waiting thread is idle, so its core is free from the
 wake time on and the poll's CPU is booked then.
 Invariant: each pushed completion is returned by ``take``/``wait`` exactly once.
+
+Traces: ``cpu.poll``, a waiting thread takes its completions (scope the thread, from the
+poll's start to the end of its CPU work [ns]; ``cqes`` taken).
 """
 from __future__ import annotations
 
@@ -125,5 +128,7 @@ class Cq:
             # event before the poll: libmlx4 mlx4_arm_cq writes the arm doorbell record and
             # rings the CQ doorbell with one MMIO store (mlx5_arm_cq likewise).
             cpu += h.interrupt_cpu + h.mmio
-        thread.reserve(self.sim.env._now, cpu)
+        t = thread.reserve(self.sim.env._now, cpu)
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(t - cpu, "cpu.poll", thread.name, end=t, cqes=len(wcs))
         ev._value = wcs

@@ -15,6 +15,13 @@ Not modelled here: per-packet interleaving of two messages on one port (a messag
 the port for its whole serialisation), priority scheduling between classes on a wire (the
 calendar serves by booking order), PFC frames occupying the reverse wire.
 
+Traces (through ``LinkDir.tap``, set by :meth:`rnicsim.sim.Trace.attach`, scope the
+direction's name such as ``nic0->sw0`` or ``sw0->nic1``): ``link.tx``, a message's
+packets occupying the direction from its first bit's start to its last bit's end [ns]
+(``bytes`` on the wire; ``wait`` [ns] it queued at the port before starting);
+``pfc.pause`` (RoCE), the switch this direction feeds sends a PAUSE for ``prio`` up it
+(from the frame's sending to its landing [ns]; ``resume`` [ns] when the resume is sent).
+
 Params: rate [bit/s], propagation [ns], switch latency of the switch feeding this
 direction [ns] (0 for a NIC's egress), buffer [B] of that switch port; for RoCE the
 PFC thresholds and ECN marking of the switch owning the port.
@@ -34,7 +41,11 @@ class LinkDir:
 
     __slots__ = ("name", "rate", "prop", "sw_lat", "buffer", "cal", "bytes", "msgs",
                  "ns_per_byte", "quantum", "mtu_bytes", "interleave", "pfc", "ecn", "pstate",
-                 "ecn_marks")
+                 "ecn_marks", "tap")
+
+    TRACES = {"link.tx": "a message's packets serialise on this direction (egress or "
+                         "switch output port)",
+              "pfc.pause": "the switch fed by this direction pauses one priority on it"}
 
     def __init__(self, name: str, rate: float, prop: float, sw_lat: float = 0.0,
                  buffer: int = 1 << 30, env=None, mtu_bytes: int = 4096 + 64) -> None:
@@ -58,6 +69,7 @@ class LinkDir:
         # and the pauses that switch imposed on this direction (RoCE only).
         self.pstate: dict[int, PrioState] = {}
         self.ecn_marks = 0
+        self.tap = None          # trace hook (rnicsim.sim.Trace.attach); None: untraced
 
 
 def set_rate(l: LinkDir, rate: float) -> None:
@@ -114,6 +126,8 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
             contiguous = False
     first.bytes += nbytes
     first.msgs += 1
+    if first.tap is not None:
+        first.tap("link.tx", start, end, bytes=nbytes, wait=start - t)
     head = start + first.prop
     tail = end + first.prop
     prev = first
@@ -180,6 +194,8 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         contiguous = end - start <= ser * (1 + 1e-12)
         l.bytes += nbytes
         l.msgs += 1
+        if l.tap is not None:
+            l.tap("link.tx", start, end, bytes=nbytes, wait=start - ready)
         head = start + l.prop
         tail = end + l.prop
         prev = l

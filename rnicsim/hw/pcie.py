@@ -11,6 +11,15 @@ the round trip. Not modelled: flow-control credits, replays, relaxed ordering, I
 Both directions are :class:`~rnicsim.hw.calendar.Calendar` pipes; every method books its
 direction ahead (no scheduled event) and returns the time the data lands.
 
+Traces (through ``tap``, set by :meth:`rnicsim.sim.Trace.attach`; scope
+``<nic>/pcie/up`` or ``<nic>/pcie/down``; each from the first TLP's start to the last
+TLP's end on that direction [ns], ``lands`` = end + latency [ns], ``bytes`` of payload):
+
+    ``pcie.mmio``            CPU stores to the NIC (doorbell, BlueFlame WQE)
+    ``pcie.dma_write``       NIC writes host memory (payload, CQE)
+    ``pcie.read_request``    NIC asks host memory for data (header-only TLP)
+    ``pcie.read_completion`` the data of a DMA read coming to the NIC
+
 Params (profile ``pcie``): rate [bit/s], tlp_overhead [B], max_payload [B], latency [ns],
 mmio_latency [ns].
 """
@@ -26,7 +35,12 @@ class Pcie:
     """One NIC's PCIe attachment (see module doc)."""
 
     __slots__ = ("rate", "ovh", "mps", "lat", "mmio_lat", "up", "down",
-                 "bytes_up", "bytes_down", "npb", "req_dur", "tlp_dur")
+                 "bytes_up", "bytes_down", "npb", "req_dur", "tlp_dur", "tap")
+
+    TRACES = {"pcie.mmio": "CPU stores (doorbell, BlueFlame) cross to the NIC",
+              "pcie.dma_write": "the NIC writes host memory (payload, CQE)",
+              "pcie.read_request": "the NIC's DMA read request goes up",
+              "pcie.read_completion": "a DMA read's data comes down to the NIC"}
 
     def __init__(self, p, env=None) -> None:
         self.rate = p.rate
@@ -41,6 +55,7 @@ class Pcie:
         self.npb = 8e9 / self.rate                           # ns per byte
         self.req_dur = (self.ovh + READ_REQUEST_BYTES) * self.npb
         self.tlp_dur = (self.mps + self.ovh) * self.npb      # one full TLP
+        self.tap = None          # trace hook (rnicsim.sim.Trace.attach); None: untraced
 
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes on the PCIe wire for ``nbytes`` of payload split in MPS-sized TLPs."""
@@ -60,15 +75,18 @@ class Pcie:
             # One TLP: it interleaves with the TLPs of a bulk write booked earlier.
             wb = nbytes + self.ovh
             dur = wb * npb
-            end = self.up.reserve_packet(t, dur, self.tlp_dur) + dur
+            start = self.up.reserve_packet(t, dur, self.tlp_dur)
+            end = start + dur
         else:
             wb = nbytes + (-(-nbytes // mps)) * self.ovh
-            end = self.up.reserve_split(t, wb * npb, self.tlp_dur)[1]
+            start, end = self.up.reserve_split(t, wb * npb, self.tlp_dur)
         if tail is not None:
             last = tail + ((nbytes if nbytes < mps else mps) + self.ovh) * npb
             if last > end:
                 end = last
         self.bytes_up += wb
+        if self.tap is not None:
+            self.tap("pcie.dma_write", start, end, "/up", lands=end + self.lat, bytes=nbytes)
         return end + self.lat
 
     def dma_read(self, t: float, nbytes: int) -> float:
@@ -78,19 +96,26 @@ class Pcie:
         completions serialise on the down direction and travel back.
         """
         rdur = self.req_dur
-        at_host = self.up.reserve_packet(t, rdur, self.tlp_dur) + rdur + self.lat
+        rstart = self.up.reserve_packet(t, rdur, self.tlp_dur)
+        at_host = rstart + rdur + self.lat
         self.bytes_up += self.ovh
         mps = self.mps
         if nbytes <= mps:
             # One completion TLP: it interleaves with a bulk read's completions.
             wb = nbytes + self.ovh
             dur = wb * self.npb
-            cend = self.down.reserve_packet(at_host, dur, self.tlp_dur) + dur
+            cstart = self.down.reserve_packet(at_host, dur, self.tlp_dur)
+            cend = cstart + dur
         else:
             # Completions are TLPs that interleave with other traffic.
             wb = nbytes + (-(-nbytes // mps)) * self.ovh
-            cend = self.down.reserve_split(at_host, wb * self.npb, self.tlp_dur)[1]
+            cstart, cend = self.down.reserve_split(at_host, wb * self.npb, self.tlp_dur)
         self.bytes_down += wb
+        if self.tap is not None:
+            self.tap("pcie.read_request", rstart, rstart + rdur, "/up", lands=at_host,
+                     bytes=nbytes)
+            self.tap("pcie.read_completion", cstart, cend, "/down", lands=cend + self.lat,
+                     bytes=nbytes)
         return cend + self.lat
 
     def dma_read_span(self, t: float, nbytes: int, chunk: int) -> tuple[float, float]:
@@ -110,6 +135,9 @@ class Pcie:
         wb = nbytes + self.ovh
         dur = wb * self.npb
         # MMIO TLPs interleave with read completions of bulk DMA booked earlier.
-        end = self.down.reserve_packet(t, dur, self.tlp_dur) + dur
+        start = self.down.reserve_packet(t, dur, self.tlp_dur)
+        end = start + dur
         self.bytes_down += wb
+        if self.tap is not None:
+            self.tap("pcie.mmio", start, end, "/down", lands=end + self.mmio_lat, bytes=nbytes)
         return end + self.mmio_lat

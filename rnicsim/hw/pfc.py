@@ -336,6 +336,10 @@ def ingress(st: PrioState, cfg: PfcConfig, up, now: float, a0: float, a1: float,
         if st.paused.busy_ns > before:
             st.pause_frames += 1
             st.resume_frames += 1
+            if up.tap is not None:
+                # The switch sends PAUSE at tx (it lands at t_off) and the resume at tr.
+                up.tap("pfc.pause", tx, t_off, prio=next(k for k, v in up.pstate.items()
+                                                         if v is st), resume=tr)
         if rem_ns <= 0:
             break
         # The paused message sends the rest of its bytes after the resume.

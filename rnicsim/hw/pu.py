@@ -8,12 +8,16 @@ Scope
     message arriving is served as its packets came in (:meth:`ProcessingUnits._serve`),
     which needs the PU's recent bookings (``Rnic.pu_log``).
 
+Traces
+    ``nic.responder``, ``nic.completer``: a PU serves an arriving request or response
+    (scope ``<nic>/pu<k>``, from the start of its work to its end [ns]).
+
 Params (profile ``nic``): ``processing_units``, ``requester``, ``responder``,
 ``completer`` [ns per opcode category], ``per_packet`` [ns].
 """
 from __future__ import annotations
 
-from .qp import Msg, QpHw
+from .qp import REQUEST, Msg, QpHw
 
 
 class ProcessingUnits:
@@ -80,7 +84,12 @@ class ProcessingUnits:
             t += svc
             self.pu_busy[pu] = t
             head = done = t if t > ctx + svc else ctx + svc
-            self._pu_logged(pu, now, busy, t - s0)
+            own = t - s0
+            self._pu_logged(pu, now, busy, own)
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(s0, "nic.responder" if msg.kind == REQUEST else "nic.completer",
+                                f"{self.name}/pu{pu}", end=s0 + own, qpn=qp.qpn,
+                                kind=msg.kind, npkts=msg.npkts)
         return done, head
 
     def _pu_logged(self, pu: int, now: float, before: float, work: float) -> None:

@@ -33,6 +33,8 @@ _REQ_EXT = (0, IMMDT, RETH, RETH + IMMDT, RETH, ATOMIC_ETH, ATOMIC_ETH, 0)
 # The order matters: ``kind < ACK`` is "a request or a response" (what the send scheduler
 # arbitrates; ACKs and NAKs go at once).
 REQUEST, RESPONSE, ACK, NAK = 0, 1, 2, 3
+# A congestion notification packet: never a Msg, only a kind in the ``nic.tx`` trace.
+CNP = 4
 
 # Delay [ns] before a request refused for want of a posted RECV (an RNR NAK) is taken
 # again: one ~20 us timer, for SEND and WRITE_WITH_IMM alike.

@@ -12,7 +12,8 @@ Scope
       fewer entries.
 
 Traces
-    ``nic.qpc_miss``.
+    ``nic.qpc_hit`` (instant), ``nic.qpc_miss`` (scope ``<nic>/qpc``, until the context
+    is in [ns]), ``nic.mtt_miss`` (scope ``<nic>/mtt``, until the translation is in).
 
 Params (profile ``nic``): ``qp_cache_entries``, ``qp_context_size`` [B],
 ``mtt_cache_entries``, ``mtt_entry_size`` [B].
@@ -39,13 +40,15 @@ class ContextCaches:
             d.move_to_end(qpn)
             qpc.hits += 1
             r = qp.ctx_ready
+            if self.sim.trace.enabled:
+                self.sim.trace.emit(t, "nic.qpc_hit", f"{self.name}/qpc", qpn=qpn)
             return t if t > r else r
         qpc.access(qpn)     # the miss: counted and inserted by the cache
         self.counters["qpc_miss"] += 1
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(t, "nic.qpc_miss", self.name, qpn=qp.qpn)
         r = self.pcie.dma_read(t, self.p.qp_context_size)
         qp.ctx_ready = r
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(t, "nic.qpc_miss", f"{self.name}/qpc", end=r, qpn=qpn)
         return r
 
     def _translate(self, mr: MemoryRegion, offset: int, n: int, t: float) -> float:
@@ -71,6 +74,9 @@ class ContextCaches:
                 self.counters["mtt_miss"] += 1
                 r = self.pcie.dma_read(t0, self.p.mtt_entry_size)
                 ready[key] = r
+                if self.sim.trace.enabled:
+                    self.sim.trace.emit(t0, "nic.mtt_miss", f"{self.name}/mtt", end=r,
+                                        rkey=rkey, page=page)
                 if r > t:
                     t = r
         if len(ready) > self._mtt_ready_max:

@@ -30,6 +30,9 @@ class Requester:
     # ----------------------------------------------------------------- send queue
     def doorbell(self, qp: QpHw, wrs: list[WorkRequest]) -> None:
         """The NIC has the WQEs of one doorbell (called at that time by the verbs layer)."""
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(self.sim.env._now, "nic.doorbell", self.name, qpn=qp.qpn,
+                                wqes=len(wrs))
         if qp.state is ERR:
             self._flush(qp, wrs)
             return
@@ -74,6 +77,7 @@ class Requester:
                 t = ctx         # the PU waits for the context (nic.qpc_miss_stall)
             length = wr.length if _HAS_PAYLOAD[op] else 0
             svc = req_t[op]
+            s = t
             t += svc
             head = t if t > ctx + svc else ctx + svc
             if length <= mtu:
@@ -83,6 +87,9 @@ class Requester:
                 npk = -(-length // mtu)
                 t += (npk - 1) * self.per_pkt
                 tail = head + (npk - 1) * self.per_pkt
+            if sim.trace.enabled:
+                sim.trace.emit(s, "nic.requester", f"{self.name}/pu{pu}", end=t, qpn=qp.qpn,
+                               op=op, bytes=length)
             if length and not wr.inline:
                 if wr.local is not None:
                     head = self._translate(wr.local, wr.local_offset, length, head)
@@ -204,6 +211,10 @@ class Requester:
                               qp.prio, msg, msg if st.next + n >= st.npk else st)
         else:
             arrive = transmit(path, tail, wire, None, 0, qp.prio, msg, None, qp)
+        if self.sim.trace.enabled:
+            self._trace_tx(msg.kind, st.wr, msg.seq, qp.qpn, st.dst.id,
+                           msg.dst_qpn if st.req_qp is None else st.req_qp.qpn, path,
+                           st.next, n, st.npk, payload, qp.type)
         if msg.ecn:
             st.dst._marks_arrive(msg.ecn, qp)
             msg.ecn = False
@@ -263,6 +274,9 @@ class Requester:
         else:
             arrive = transmit(path, ready if ready > tail else tail, wire, None, 0, qp.prio,
                               pkt, None, qp)
+        if self.sim.trace.enabled:
+            self._trace_tx(REQUEST, wr, msg.seq, qp.qpn, dst_id, msg.dst_qpn, path, 0, npk,
+                           npk, length, qp.type)
         if pkt is not None and msg.ecn:
             fab.nics[dst_id]._marks_arrive(msg.ecn, qp)
             msg.ecn = False

@@ -16,7 +16,8 @@ Scope
     on the NIC.
 
 Traces
-    ``nic.ud_drop``.
+    ``nic.responder`` (:mod:`rnicsim.hw.pu`), ``nic.atomic``, ``nic.tx`` (responses,
+    ACKs, NAKs), ``nic.ud_drop``.
 
 Params (profile ``nic``): ``responder`` [ns per opcode category], ``ack_coalesce``,
 ``recv_prefetch``, ``recv_wqe_size`` [B].
@@ -170,6 +171,9 @@ class Responder:
             return
         resp = Msg(RESPONSE, wr, msg.qp, 0, 1, msg.seq)
         ready = self._atomic(t, (wr.rkey, wr.remote_offset))
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(t, "nic.atomic", f"{self.name}/atomic", end=ready,
+                                qpn=qp.qpn, op=wr.opcode)
         if mr is not None:
             resp.old = (mr.cas(wr.remote_offset, wr.compare_add, wr.swap) if wr.opcode == CAS
                         else mr.faa(wr.remote_offset, wr.compare_add))
@@ -240,6 +244,11 @@ class Responder:
                 tail = ready
         arrive = transmit(path, ready, wire, tail, last_pkt, qp.prio,
                           resp if self.dcqcn else None, resp if last_pkt else None, qp)
+        if self.sim.trace.enabled:
+            self._trace_tx(resp.kind, resp.wr, resp.seq, qp.qpn, req_qp.nic.id, req_qp.qpn,
+                           path, 0, resp.npkts, resp.npkts,
+                           resp.wr.length if resp.kind == RESPONSE else 0,
+                           status=resp.old if resp.kind == NAK else 0)
         if resp.ecn:
             # Marked READ response packets: the requester's NIC notifies the responder's QP.
             req_qp.nic._marks_arrive(resp.ecn, qp)
@@ -271,6 +280,9 @@ class Responder:
                     t = qp.resp_ready
                 transmit(path, t, self.ack_bytes, None, 0, qp.prio, None, None, qp)
                 qp.resp_ready = t
+                if self.sim.trace.enabled:
+                    self._trace_tx(ACK, msg.wr, msg.seq, qp.qpn, msg.qp.nic.id, msg.qp.qpn,
+                                   path, 0, 1, 1, 0)
 
     def _nak(self, qp: QpHw, msg: Msg, t: float, status: int) -> None:
         resp = Msg(NAK, msg.wr, msg.qp, 0, 1, msg.seq)

@@ -45,7 +45,12 @@ Ports
     route, wired by the fabric), ``fabric.route(src_id, dst_id)`` and ``fabric.nics``.
 
 Traces
-    ``nic.qpc_miss``, ``nic.ud_drop``, ``nic.rnr``, ``nic.qp_error``.
+    Scope ``<nic>`` or ``<nic>/<unit>`` (``pu<k>``, ``qpc``, ``mtt``, ``atomic``); those
+    with an end time last from their time to ``end`` [ns] (see :data:`Rnic.TRACES`):
+    ``nic.doorbell``, ``nic.requester``, ``nic.responder``, ``nic.completer``,
+    ``nic.qpc_hit``, ``nic.qpc_miss``, ``nic.mtt_miss``, ``nic.atomic``, ``nic.tx``,
+    ``nic.cqe``, ``nic.ud_drop``, ``nic.qp_error``. Its PCIe attachment and the links
+    emit their own (:mod:`rnicsim.hw.pcie`, :mod:`rnicsim.hw.link`).
 
 Params (profile ``nic``, ``link``, ``pcie``): see :mod:`rnicsim.profile`.
 """
@@ -63,7 +68,7 @@ from .link import transmit
 from .memory import MemoryRegion
 from .pcie import Pcie
 from .pu import ProcessingUnits
-from .qp import ERR, RC, REQUEST, RTS, UC, UD, Msg, QpHw, Seg  # noqa: F401 (re-exported)
+from .qp import CNP, ERR, RC, REQUEST, RTS, UC, UD, Msg, QpHw, Seg  # noqa: F401 (re-exported)
 from .qpc import ContextCaches
 from .requester import Requester
 from .responder import Responder
@@ -74,6 +79,21 @@ __all__ = ["Rnic", "QpHw", "Msg", "Seg", "RC", "UC", "UD", "RTS", "ERR"]
 
 class Rnic(Requester, Responder, Completer, ProcessingUnits, ContextCaches, AtomicUnit):
     """One RDMA NIC (see module doc). ``nic_id`` is unique in the cluster."""
+
+    TRACES = {
+        "nic.doorbell": "a doorbell's WQEs are on the NIC (qpn, wqes)",
+        "nic.requester": "a PU processes a WQE (span on <nic>/pu<k>; qpn, op, bytes)",
+        "nic.responder": "a PU serves an arriving request (span; qpn, op, kind)",
+        "nic.completer": "a PU serves an arriving response, ACK or NAK (span)",
+        "nic.qpc_hit": "a QP's context is in the NIC's cache (qpn)",
+        "nic.qpc_miss": "a QP's context is fetched over PCIe (span on <nic>/qpc; qpn)",
+        "nic.mtt_miss": "a page translation is fetched over PCIe (span on <nic>/mtt)",
+        "nic.atomic": "the atomic unit executes a CAS or FAA (span on <nic>/atomic)",
+        "nic.tx": "a message (or a segment of one) goes to the wire: its headers' fields",
+        "nic.cqe": "a completion becomes visible in host memory (scope: the CQ)",
+        "nic.ud_drop": "a UD/UC SEND finds no RECV and is dropped (qpn)",
+        "nic.qp_error": "a QP moves to the error state (qpn)",
+    }
 
     def __init__(self, sim, nic_id: int, node: int, profile, memory: dict[int, MemoryRegion],
                  name: str) -> None:
@@ -239,6 +259,8 @@ class Rnic(Requester, Responder, Completer, ProcessingUnits, ContextCaches, Atom
         self.counters["cnp_sent"] += 1
         path = self.fabric.route(self.id, src_qp.nic.id)
         arrive = transmit(path, now, self.pkt_ovh + 16, None, 0, src_qp.prio)
+        if self.sim.trace.enabled:
+            self._trace_tx(CNP, None, 0, 0, src_qp.nic.id, src_qp.qpn, path, 0, 1, 1, 0)
         if src_qp.nic.up and self.fabric.path_up(path):
             self.sim.call_at(arrive, src_qp.nic._rx_cnp, src_qp)
 
@@ -247,6 +269,25 @@ class Rnic(Requester, Responder, Completer, ProcessingUnits, ContextCaches, Atom
         self.counters["cnp_received"] += 1
         if qp.cc is not None:
             qp.cc.on_cnp(self.sim.env._now)
+
+    # ----------------------------------------------------------------- tracing
+    def _trace_tx(self, kind: int, wr, seq: int, src_qpn: int, dst: int, dst_qpn: int,
+                  path, first: int, npkts: int, total: int, payload: int,
+                  qtype: str = RC, status: int = 0) -> None:
+        """Emit ``nic.tx`` (only while tracing): packets ``first .. first + npkts - 1`` of
+        a message of ``total`` packets and ``payload`` [B] of kind ``kind`` (REQUEST,
+        RESPONSE, ACK, NAK, or CNP) for WR ``wr`` (its opcode, keys, immediate), sequence
+        number ``seq`` of its requester QP, from this NIC's QP ``src_qpn`` to QP
+        ``dst_qpn`` of NIC ``dst`` over ``path``, just booked on ``path[0]``."""
+        self.sim.trace.emit(
+            self.sim.env._now, "nic.tx", self.name, kind=kind,
+            op=-1 if wr is None else wr.opcode, qtype=qtype, src=self.id, src_qpn=src_qpn,
+            dst=dst, dst_qpn=dst_qpn, seq=seq, first=first, npkts=npkts, total=total,
+            payload=payload, length=0 if wr is None else wr.length,
+            rkey=None if wr is None else wr.rkey,
+            remote_offset=0 if wr is None else wr.remote_offset,
+            imm=None if wr is None else wr.imm, status=status, link=path[0].name,
+            mtu=self.mtu, wire="roce" if self.ud_grh_write else "ib")
 
     # ----------------------------------------------------------------- failures
     def fail(self) -> None:
