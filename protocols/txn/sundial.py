@@ -38,10 +38,12 @@ Scope
     ``lock``     CAS(0 -> ts) + READ lease + count + value in    a lock RPC per record
                  one doorbell                                    (parked while it waits)
     ``renew``    READ lock + lease of every read record (one     one renew RPC per node
-                 round trip); then per record whose ``rts <``    for the records whose
-                 ``cts`` a plain WRITE of the new lease word,    ``rts < cts`` at read
-                 one round trip each (RCC posts and waits for    time (others are
-                 each in turn)                                   covered); one round trip
+                 round trip); then, one record after the other,  for the records whose
+                 per record whose ``rts < cts``: CAS(0 ->        ``rts < cts`` at read
+                 RENEWING | ts) + READ lease in one doorbell     time (others are
+                 (one round trip), then WRITE lease + WRITE 0    covered); one round trip
+                 unsignaled (see ``renew_lock`` below; RCC: a
+                 plain WRITE of the lease word, one round trip)
     ``log``      WRITE the log to each backup's ring             a log RPC per backup
     ``commit``   per locked record WRITE lease + count + value   one update RPC per node
                  and WRITE 0 to the lock, one doorbell, only     (install, unlock)
@@ -62,10 +64,18 @@ Deviations from RCC's code, and why
       locks (RCC's ``read_lat`` and ``lock`` timers around each access); SUNDIAL holds
       no read locks, so ``release`` only runs after an abort and a committing
       transaction spends nothing in it.
-    - The one-sided renewal is RCC's plain READ then WRITE (branch ``hybrid-cc``): a
-      writer whose CAS + READ lands between a renewer's READ and WRITE sees the old
-      ``rts``. RCC's branch ``fix_sundial_atomic`` swaps the WRITE for a CAS on the
-      lease word; this module keeps ``hybrid-cc``'s verbs.
+    - One-sided renewal (``renew_lock``, default on): RCC's code (branch ``hybrid-cc``)
+      READs the header and then WRITEs the new lease word. A writer whose CAS + READ
+      lands between the two sees the old ``rts``, commits below the extended lease, and
+      the history can have a write-skew cycle (the checker finds one on small YCSB
+      runs; RCC's branch ``fix_sundial_atomic`` swaps the WRITE for a CAS on the lease
+      word, which has the same window, since the lock is another word). So the
+      extension is made under a brief lock whose word has the ``RENEWING`` bit: a
+      writer finds it held and waits (the bit makes it younger than any requester), a
+      renewer finding another renewer's lock tries again, one finding a writer's lock
+      applies RCC's rule. The round trips are RCC's (the WRITE and the unlock go
+      unsignaled); three more work requests per renewed record. ``renew_lock: false``
+      keeps RCC's plain WRITE.
 
 Not modelled: two-phase commit (RCC forces ``TX_TWO_PHASE_COMMIT_STYLE`` 0), the
 record-offset lookup (a warm location cache: RCC's scripts build with ``RDMA_CACHE 1``).
