@@ -267,62 +267,81 @@ class System(TxnSystem):
 
     # ================================================================ sequencer
     def _sequencer(self, ep, nd: _Node):
-        sim = self.sim
+        """One epoch at a time: close a batch, replicate and broadcast it, wait until
+        the local scheduler has run the epoch, then the epoch sync."""
         me = ep.node
         peers = [p for p in range(self.n) if p != me]
         epoch = 0
         while True:
-            deadline = sim.now + self.timeout
-            armed = False
-            while not (len(nd.pending) >= self.batch or nd.waiting >= nd.clients
-                       or self._stopped or sim.now >= deadline):
-                nd.wake = sim.event()
-                if not armed:
-                    sim.call_at(deadline, _fire, nd, "wake")
-                    armed = True
-                yield nd.wake
+            yield from self._close(nd)
             if self._stopped and self._outstanding == 0:
                 return
             batch = [nd.pending.popleft() for _ in range(min(self.batch, len(nd.pending)))]
             size = len(batch) * REQ_BYTES
-            nchunks = max(1, -(-size // (CHUNK - HDR_BYTES)))
             # building the batch and copying it out: one memcpy of its bytes
             yield ep.compute(self.costs.copy_per_byte * (HDR_BYTES + size))
-            for p in peers:           # asynchronous input replication, no reply
-                for c in range(nchunks):
-                    ep.call(p, H_BACKUP, None, self._chunk(size, c), False)
-            rts = 0
-            if peers and self.how("txn_broadcast_input") == "one_sided":
-                # the requests, then the header (all of it but the epoch status byte)
-                w = Waiter(ep)
-                ep.post_group([(ep.rc_qp(p), [self._buf_write(ep, p, max(size, 8)),
-                                              self._buf_write(ep, p, HDR_BYTES - 1)])
-                               for p in peers], w)
-                rts += 1
-                yield w.arm()
-                for p in peers:
-                    self._deliver(p, epoch, me, batch)
-            elif peers:
-                for c in range(nchunks):
-                    w = Waiter(ep)
-                    last = c == nchunks - 1
-                    for i, p in enumerate(peers):
-                        ep.call(p, H_SEQ, (epoch, batch) if last else None,
-                                self._chunk(size, c), True, w, i)
-                    rts += 1
-                    yield w.arm()
+            rts = yield from self._broadcast(ep, epoch, batch, peers)
             self._deliver(me, epoch, me, batch)
             rts += 1 if peers else 0           # the epoch sync below
             for r in batch:
                 r.rts += rts
-                r.tx.phases["txn_broadcast_input"] = sim.now - r.t0
-            ev = nd.epoch_done.get(epoch)
-            if ev is None:
-                ev = nd.epoch_done[epoch] = sim.event()
-            yield ev
+                r.tx.phases["txn_broadcast_input"] = self.sim.now - r.t0
+            yield self._epoch_done(nd, epoch)
             del nd.epoch_done[epoch]
             yield from self._epoch_sync(ep, nd, epoch, peers)
             epoch += 1
+
+    def _close(self, nd: _Node):
+        """Wait until the batch may close: ``epoch_batch`` requests, every client of
+        the node waiting, the run stopping, or the epoch timeout."""
+        sim = self.sim
+        deadline = sim.now + self.timeout
+        armed = False
+        while not (len(nd.pending) >= self.batch or nd.waiting >= nd.clients
+                   or self._stopped or sim.now >= deadline):
+            nd.wake = sim.event()
+            if not armed:
+                sim.call_at(deadline, _fire, nd, "wake")
+                armed = True
+            yield nd.wake
+
+    def _broadcast(self, ep, epoch: int, batch: list, peers: list):
+        """Replicate ``batch`` to every peer (RPC chunks, no reply) and broadcast it to
+        their schedulers (``txn_broadcast_input``); returns the round trips waited."""
+        size = len(batch) * REQ_BYTES
+        nchunks = max(1, -(-size // (CHUNK - HDR_BYTES)))
+        for p in peers:
+            for c in range(nchunks):
+                ep.call(p, H_BACKUP, None, self._chunk(size, c), False)
+        if not peers:
+            return 0
+        if self.how("txn_broadcast_input") == "one_sided":
+            # the requests, then the header (all of it but the epoch status byte)
+            w = Waiter(ep)
+            ep.post_group([(ep.rc_qp(p), [self._buf_write(ep, p, max(size, 8)),
+                                          self._buf_write(ep, p, HDR_BYTES - 1)])
+                           for p in peers], w)
+            yield w.arm()
+            for p in peers:
+                self._deliver(p, epoch, ep.node, batch)
+            return 1
+        for c in range(nchunks):
+            # each chunk waits for every peer's reply before the next goes out
+            w = Waiter(ep)
+            last = c == nchunks - 1
+            for i, p in enumerate(peers):
+                ep.call(p, H_SEQ, (epoch, batch) if last else None, self._chunk(size, c),
+                        True, w, i)
+            yield w.arm()
+        return nchunks
+
+    def _epoch_done(self, nd: _Node, epoch: int):
+        """The event of ``nd``'s scheduler having run ``epoch`` (made by whichever side
+        asks first)."""
+        ev = nd.epoch_done.get(epoch)
+        if ev is None:
+            ev = nd.epoch_done[epoch] = self.sim.event()
+        return ev
 
     @staticmethod
     def _chunk(size: int, c: int) -> int:
@@ -402,51 +421,49 @@ class System(TxnSystem):
             while nd.running:
                 nd.run_ev = sim.event()
                 yield nd.run_ev
-            ev = nd.epoch_done.get(epoch)
-            if ev is None:
-                ev = nd.epoch_done[epoch] = sim.event()
-            ev.succeed()
+            self._epoch_done(nd, epoch).succeed()
             epoch += 1
 
     # ================================================================ execution
     def _execute(self, ep, r: _Request, nd: _Node):
-        sim = self.sim
+        """Run ``r`` at this node (``CALVIN::sync_reads`` and ``commit``): read the local
+        records, forward them to the other active participants; a passive participant
+        then releases, an active one collects every value and applies the body."""
         me = ep.node
         store = self.store
-        c = self.costs
         tx = Txn(self.workers[(me, ep.index)], r.spec)
-        timed = me in r.actives and not r.timed or not r.actives and me == r.nodes[0]
-        if timed:
-            r.timed = True
-        t = sim.now
+        # the first active participant's stages are the client's (see module doc)
+        timed = (me in r.actives and not r.timed) or (not r.actives and me == r.nodes[0])
+        r.timed = r.timed or timed
         local = {}
         for k, (n, slot, _w) in r.keys.items():
             if n == me:
                 _, ver, val = store.read_local(me, k[0], slot)
                 local[k] = (ver, val)
                 r.versions[k] = ver
-        yield ep.compute(c.local_access * len(local))
-        now = sim.now
-        if timed:
-            r.tx.phases["read"] = now - r.t0 - r.tx.phases.get("txn_broadcast_input", 0.0)
-        t = now
+        yield ep.compute(self.costs.local_access * len(local))
+        t = self._stage(r, timed, "read", r.t0 + r.tx.phases.get("txn_broadcast_input", 0.0))
         targets = [p for p in r.actives if p != me]
         if targets:
             yield from self._forward(ep, tx, r, local, targets)
-        if me not in r.actives:
-            self._unlock(nd, me, r)
-            self._finish(r, tx)
-            return
-        vals = r.fwd[me]
-        vals.update(local)
-        while len(vals) < len(r.keys):
-            r.fwd_ev[me] = sim.event()
-            yield r.fwd_ev[me]
-        now = sim.now
-        if timed:
-            r.tx.phases["value_forwarding"] = now - t
-        t = now
-        tx.state = vals
+        if me in r.actives:
+            vals = r.fwd[me]
+            vals.update(local)
+            while len(vals) < len(r.keys):
+                r.fwd_ev[me] = self.sim.event()
+                yield r.fwd_ev[me]
+            t = self._stage(r, timed, "value_forwarding", t)
+            tx.state = vals
+            yield from self._apply(ep, tx, r, timed, t)
+            t = self.sim.now
+        self._unlock(nd, me, r)
+        self._stage(r, timed, "release", t)
+        self._finish(r, tx)
+
+    def _apply(self, ep, tx: Txn, r: _Request, timed: bool, t: float):
+        """An active participant runs the body on the collected values, logs its local
+        writes to their backups and installs them."""
+        me = ep.node
         spec = r.spec
         if spec.phase_ns[0]:
             yield ep.compute(spec.phase_ns[0])
@@ -466,23 +483,21 @@ class System(TxnSystem):
             if spec.phase_ns[2]:
                 yield ep.compute(spec.phase_ns[2])
             yield from self.repl.log(tx, mine, self.how("log"))
-        now = sim.now
-        if timed:
-            r.tx.phases["log"] = now - t
-        t = now
+        t = self._stage(r, timed, "log", t)
         if spec.phase_ns[3]:
             yield ep.compute(spec.phase_ns[3])
         for x in mine:
-            store.install_local(me, x.table, x.slot, x.version + 1, x.new)
+            self.store.install_local(me, x.table, x.slot, x.version + 1, x.new)
         self.access.local_cpu(tx, len(mine))
-        now = sim.now
+        self._stage(r, timed, "commit", t)
+
+    def _stage(self, r: _Request, timed: bool, name: str, since: float) -> float:
+        """Book the time since ``since`` [ns] as stage ``name`` of ``r``'s client (when
+        this execution is the ``timed`` one); returns now."""
+        now = self.sim.now
         if timed:
-            r.tx.phases["commit"] = now - t
-        t = now
-        self._unlock(nd, me, r)
-        if timed:
-            r.tx.phases["release"] = sim.now - t
-        self._finish(r, tx)
+            r.tx.phases[name] = now - since
+        return now
 
     def _forward(self, ep, tx: Txn, r: _Request, local: dict, targets: list):
         """Send this node's values of ``r`` to the active participants ``targets``."""
