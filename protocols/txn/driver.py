@@ -101,6 +101,7 @@ class TxnSystem:
         self._next_tid = 0
         self._next_aid = 0
         self._stopped = False
+        self.in_flight = 0      # transactions started and not yet committed
         self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
         self.setup()
         for ep in mesh.endpoints.values():
@@ -170,6 +171,7 @@ class TxnSystem:
         st = self.stats
         while not self._stopped:
             spec = workload.next_txn(rng, ep.node, ep.index, c)
+            self.in_flight += 1
             t0 = sim.now
             tries = 0
             rts = 0
@@ -196,6 +198,7 @@ class TxnSystem:
                         # yield_next: give the thread to the coroutines ready now, then
                         # retry (bench_worker.cc, see the module doc)
                         yield sim.timeout(0.0)
+            self.in_flight -= 1
             st.deposits += tx.delta
             if sim.measuring:
                 st.round_trips += rts + tx.rts

@@ -61,7 +61,6 @@ class System(TxnSystem):
     """NO_WAIT over the driver (see module doc)."""
 
     STAGES = ("read", "lock", "log", "commit", "release")
-    WAITS = False        # WAIT-DIE: an older requester waits for a younger holder
 
     def setup(self) -> None:
         cfg = self.cfg
@@ -86,9 +85,15 @@ class System(TxnSystem):
         self._first[owner] = (tx.spec, ts)
         return ts
 
+    def may_wait(self, ts: int, held: int) -> bool:
+        """Whether a requester with timestamp ``ts`` may wait for the lock word ``held``
+        (NO_WAIT: never)."""
+        return False
+
     def conflict(self, tx: Txn, held: int) -> None:
-        """A lock found held by word ``held``: NO_WAIT aborts."""
-        raise Abort("lock")
+        """A lock found held by word ``held``: return to wait, or abort."""
+        if not self.may_wait(tx.ts, held):
+            raise Abort("lock")
 
     # ================================================================ one attempt
     def attempt(self, tx: Txn, owner: int):
@@ -289,7 +294,7 @@ class System(TxnSystem):
             if old == 0:
                 _, ver, val = store.read_local(node, table, slot)
                 return (True, 0, ver, val), 1 + HEADER + vs[table], op
-            if self.WAITS and (word >> LOCK_SHIFT) < (old >> LOCK_SHIFT):
+            if self.may_wait(word >> LOCK_SHIFT, old):
                 self.park(ep, ep.defer(), table, slot, word)
                 return None, 0, op
             return (False, old, 0, b""), 1, op

@@ -24,7 +24,6 @@ Scope
 from __future__ import annotations
 
 from . import nowait
-from .api import Abort, Txn
 from .store import HEADER
 
 layout = nowait.layout
@@ -34,12 +33,10 @@ LOCK_SHIFT = nowait.LOCK_SHIFT
 class System(nowait.System):
     """WAIT-DIE over NO_WAIT's locking (see module doc)."""
 
-    WAITS = True
-
-    def conflict(self, tx: Txn, held: int) -> None:
-        """Wait (return) when this attempt is older than the holder, else die."""
-        if held == 0 or tx.ts >= (held >> LOCK_SHIFT):
-            raise Abort("lock")
+    def may_wait(self, ts: int, held: int) -> bool:
+        """WAIT-DIE's rule: a requester waits only for a younger holder (a larger
+        timestamp); an older or equal holder makes it die."""
+        return held != 0 and ts < (held >> LOCK_SHIFT)
 
     def park(self, ep, token, table: int, slot: int, word: int) -> None:
         """Keep a lock request of ``word`` on (table, slot) until it can be answered."""
@@ -68,7 +65,7 @@ class System(nowait.System):
                 _, ver, val = store.read_local(node, table, slot)
                 vs = store.tables[table].value_size
                 ep.reply_later(token, (True, 0, ver, val), 1 + HEADER + vs, op)
-            elif (word >> LOCK_SHIFT) < (old >> LOCK_SHIFT):
+            elif self.may_wait(word >> LOCK_SHIFT, old):
                 keep.append((ep, token, table, slot, word))
             else:
                 ep.reply_later(token, (False, old, 0, b""), 1, op)

@@ -1,0 +1,102 @@
+"""NO_WAIT and WAIT-DIE (protocols/txn/nowait.py, waitdie.py): the verbs and round trips
+of one uncontended transaction per form, against a hand count (PROTOCOL-FACTS 3.6)."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from protocols.txn import scenario_kinds as sk
+from protocols.txn.api import TxnSpec
+from protocols.txn.bench import build, run_txn_bench
+from protocols.txn.history import History
+from protocols.txn.store import Table
+
+_Q = struct.Struct("<q")
+
+
+class _Counter:
+    """Node 0's single thread reads (and unless read-only increments) record 1, which
+    lives on node 1 of 3."""
+
+    def __init__(self, read_only: bool = False) -> None:
+        self.tables = [Table(0, "counter", 8, 4, lambda k: (k % 3, k // 3))]
+        self.read_only = read_only
+
+    def cpu_estimate_ns(self) -> float:
+        return 1000.0
+
+    def next_txn(self, rng, node, thread, co):
+        def body(tx):
+            v = yield from tx.read(0, 1, not self.read_only)
+            if not self.read_only:
+                tx.write(0, 1, _Q.pack(_Q.unpack(v)[0] + 1))
+        return TxnSpec("inc", body, self.read_only)
+
+
+def _one(cx4, kind, verbs, read_only=False, **opts):
+    model = {"nowait": sk.NowaitProtocol, "waitdie": sk.WaitdieProtocol}[kind]
+    cfg = sk.rcc_config(model(kind=kind, verbs=verbs, **opts))
+    hist = History()
+    wl = _Counter(read_only)
+    b = build(cx4, 3, 1, wl, cfg, 1, history=hist, kind=kind)
+    for key in [(1, 0), (2, 0)]:      # only node 0 runs transactions
+        b.cc.coords.pop(key)
+    m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
+    return m, b, hist
+
+
+# One remote read-modify-write on 3 nodes with 2 backups per primary. The log goes to
+# the coordinator's backups (1, 2) and the written node's (2, 0): two remote backups.
+#   one-sided: CAS + READ in one doorbell (1), log WRITEs (1), value WRITE + unlock
+#              WRITE in one doorbell (1)                                        = 3
+#   rpc:       lock RPC with the value in its reply (1), log RPCs (1), commit RPC = 3
+#   one-sided without lock_read_batch: CAS (1), READ (1), log, commit            = 4
+# One remote read-only read: the lock (1) and the release of the read lock (1)  = 2.
+@pytest.mark.parametrize("kind", ["nowait", "waitdie"])
+@pytest.mark.parametrize("verbs,opts,read_only,rts", [
+    ("one_sided", {}, False, 3), ("rpc", {}, False, 3),
+    ("one_sided", {"lock_read_batch": False}, False, 4),
+    ("one_sided", {}, True, 2), ("rpc", {}, True, 2),
+])
+def test_round_trips_of_one_uncontended_transaction(cx4, kind, verbs, opts, read_only,
+                                                    rts):
+    """Round trips per committed transaction as hand-counted above; nothing aborts; every
+    commit incremented the counter once; the history is serializable."""
+    m, b, hist = _one(cx4, kind, verbs, read_only, **opts)
+    assert m["round_trips_per_txn"] == pytest.approx(rts)
+    assert m["abort_rate"] == 0.0 and m["committed"] > 0
+    assert hist.check().serializable
+    seq = b.store.read_local(1, 0, 0)[1]
+    assert seq == (0 if read_only else len(hist))
+    assert b.store.header_local(1, 0, 0)[0] == 0      # unlocked
+
+
+def test_one_sided_work_requests_of_one_transaction(cx4):
+    """One-sided read-modify-write: CAS + READ, 2 log WRITEs, value + unlock WRITEs, and
+    2 reclaim SENDs to the backups' log cleaners = 8 work requests per transaction."""
+    m, b, hist = _one(cx4, "nowait", "one_sided")
+    ep = b.mesh.endpoint(0, 0)
+    assert ep.tx_wrs == 8 * len(hist)
+
+
+def test_lock_word_holds_the_timestamp_and_the_write_bit(cx4):
+    """While a transaction holds its write lock, the record's lock word is its timestamp
+    shifted left 9 bits, plus 1 (RCC rwlock.hpp)."""
+    from protocols.txn.nowait import System
+
+    seen = []
+    real = System.commit_writes
+
+    def spy(self, tx, writes):
+        for r in writes:
+            seen.append((self.store.mrs[r.node].read_u64(self.store.offset(r.table, r.slot)),
+                         tx.ts))
+        yield from real(self, tx, writes)
+
+    System.commit_writes = spy
+    try:
+        _one(cx4, "nowait", "one_sided")
+    finally:
+        System.commit_writes = real
+    assert seen and all(word == (ts << 9) | 1 for word, ts in seen)
