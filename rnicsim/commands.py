@@ -64,18 +64,39 @@ def cmd_run(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, help="run.seed of every point (default the "
                     "scenario's)")
     add_run_options(ap)
+    ap.add_argument("--trace", metavar="FILE.json",
+                    help="write a Perfetto / Chrome trace of the run's last simulation "
+                         "(one point: pick it with --set) over --trace-window; open it in "
+                         "ui.perfetto.dev")
+    ap.add_argument("--pcap", metavar="FILE.pcap",
+                    help="write the packets of the run's last simulation over "
+                         "--trace-window as a pcap file for Wireshark")
+    ap.add_argument("--trace-window", metavar="START:END",
+                    help="simulated time traced, e.g. 30us:50us (default: the first 20 us "
+                         "of the measured window)")
     a = ap.parse_args(argv)
     check_run_options(a)
+    observe = a.trace or a.pcap
+    if observe and ((a.jobs or 1) > 1 or a.scheduler):
+        raise InputError("command line", "--trace/--pcap",
+                         "points run in this process (no --jobs above 1, no --scheduler)")
+    if a.trace_window is not None and not observe:
+        raise InputError("command line", "--trace-window", "--trace or --pcap with it")
     sc = load_scenario(a.file, a.set, a.seed)
     from .runner import PointsFailed, run_scenario
+    from .trace import capture, parse_window
 
+    start, end = parse_window(a.trace_window, sc.run.warmup)
     with closing(open_run_pool(a)) as pool:
         try:
-            summary = run_scenario(sc, a.out, progress=not a.quiet, source=a.file, pool=pool,
-                                   resume=a.resume, force=a.force)
+            with capture(a.trace, a.pcap, start, end) as seen:
+                summary = run_scenario(sc, a.out, progress=not a.quiet, source=a.file,
+                                       pool=pool, resume=a.resume, force=a.force)
         except PointsFailed as e:
             print(f"rnicsim run: error: {e}", file=sys.stderr)
             return 1
+    if observe:
+        print(_captured(seen, a.trace, a.pcap, start, end))
     if summary["claims"]:
         from .claims import claim_table, tally
 
@@ -85,6 +106,23 @@ def cmd_run(argv: list[str]) -> int:
     print(f"results: {a.out}/results.csv, summary.json, scenario.resolved.yaml"
           + (", " + ", ".join(summary.get("plots", [])) if summary.get("plots") else ""))
     return 0
+
+
+def _captured(seen: dict, trace: str | None, pcap: str | None, start: float,
+              end: float) -> str:
+    """One line saying what ``--trace``/``--pcap`` wrote over [start, end) [ns]."""
+    from .units import fmt_time
+
+    if not seen.get("simulations"):
+        return "trace: nothing ran in this process (every point was stored)"
+    parts = []
+    if trace:
+        cut = f", {seen['dropped']} more left out" if seen.get("dropped") else ""
+        parts.append(f"{trace} ({seen['events']} events{cut}; ui.perfetto.dev)")
+    if pcap:
+        parts.append(f"{pcap} ({seen['packets']} packets; Wireshark)")
+    last = " (the last of its simulations)" if seen["simulations"] > 1 else ""
+    return f"traced {fmt_time(start)}..{fmt_time(end)}{last}: " + ", ".join(parts)
 
 
 def cmd_validate(argv: list[str]) -> int:

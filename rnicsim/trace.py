@@ -11,7 +11,9 @@ Contract:
   process per node plus one for the fabric, one track per host thread, PCIe direction,
   NIC unit and link direction), which ui.perfetto.dev opens.
 - :func:`capture` attaches a recorder (``--trace``) and a packet writer (``--pcap``,
-  :mod:`rnicsim.pcap`) to the first simulation a scenario run creates.
+  :mod:`rnicsim.pcap`) to the last simulation a scenario run creates in this process:
+  a single point's (pick it from a sweep with ``--set``), and of a workload that
+  simulates twice (``incast``: the victim alone, then with the incast), the second.
 
 Trace sources are declared by the components that emit them (``TRACES`` of
 :class:`~rnicsim.hw.rnic.Rnic`, :class:`~rnicsim.hw.pcie.Pcie`,
@@ -242,23 +244,32 @@ def timeline(profile, verb: str, payload: int, cold: bool = False, seed: int = 1
 def capture(trace: str | None, pcap: str | None, start: float, end: float,
             limit: int = 200_000) -> Iterator[dict[str, Any]]:
     """Attach a :class:`Recorder` (``trace``: a Perfetto JSON file) and a
-    :class:`~rnicsim.pcap.PcapWriter` (``pcap``) to the first Simulation created inside
-    the context, keeping what starts in ``[start, end)`` [ns]; the files are written when
-    the context exits. Yields a dict that then holds ``events`` and ``packets`` counts."""
+    :class:`~rnicsim.pcap.PcapWriter` (``pcap``) to each Simulation created inside the
+    context, keeping what starts in ``[start, end)`` [ns]; when the context exits, the
+    files are written from the last one. Yields a dict that then holds ``events``,
+    ``dropped`` and ``packets`` counts and ``simulations`` (how many were created)."""
     from .sim import observe_simulations
 
-    got: dict[str, Any] = {}
+    for path, flag in ((trace, "--trace"), (pcap, "--pcap")):
+        if path:
+            try:       # refuse an unwritable file before anything runs
+                Path(path).write_bytes(b"")
+            except OSError as e:
+                raise InputError("command line", flag,
+                                 f"a file that can be written ({path}: {e.strerror})"
+                                 ) from None
+    got: dict[str, Any] = {"simulations": 0}
 
     def attach(sim) -> None:
-        if "sim" in got:
-            return
-        got["sim"] = sim
+        got["simulations"] += 1
+        got.pop("rec", None)         # an earlier simulation's events are not kept
+        got.pop("pcap", None)
         if trace:
             got["rec"] = Recorder(sim, start, end, limit)
         if pcap:
             from .pcap import PcapWriter
 
-            got["pcap"] = PcapWriter(sim, pcap, None, start, end, limit)
+            got["pcap"] = PcapWriter(sim, pcap, None, start, end)
 
     info: dict[str, Any] = {}
     with observe_simulations(attach):
@@ -270,7 +281,7 @@ def capture(trace: str | None, pcap: str | None, start: float, end: float,
     if "pcap" in got:
         got["pcap"].close()
         info["packets"] = got["pcap"].written
-    info["traced"] = "sim" in got
+    info["simulations"] = got["simulations"]
 
 
 def parse_window(text: str | None, warmup: float) -> tuple[float, float]:
@@ -288,11 +299,11 @@ def parse_window(text: str | None, warmup: float) -> tuple[float, float]:
         s, e = (parse_time_ns(p.strip()) for p in parts)
     except ValueError:
         raise InputError("command line", "--trace-window",
-                         f"START:END in simulated time such as 30us:50us (got {text!r})"
+                         f"START:END in simulated time such as 30us:50us, got {text!r}"
                          ) from None
     if not 0 <= s < e:
         raise InputError("command line", "--trace-window",
-                         f"a START before END, both >= 0 (got {text!r})")
+                         f"a START before END, both >= 0, got {text!r}")
     return s, e
 
 
@@ -321,10 +332,10 @@ def cmd_trace(argv: list[str]) -> int:
         payload = int(parse_bytes(a.payload))
     except ValueError:
         raise InputError("command line", "--payload",
-                         f"a size in bytes such as 64 or 4KiB (got {a.payload!r})") from None
+                         f"a size in bytes such as 64 or 4KiB, got {a.payload!r}") from None
     if a.verb in ("cas", "faa") and payload != 8:
         raise InputError("command line", "--payload",
-                         f"8 for an atomic ({a.verb} works on 8 bytes; got {payload})")
+                         f"8 B for {a.verb} (atomics work on 8 bytes), got {payload}")
     prof = load_profile(a.nic)
     events, t0 = timeline(prof, a.verb, payload, a.cold, pcap=a.pcap)
     print(f"{a.verb.upper()} of {payload} B, {prof.name}, node n0 -> n1, "
