@@ -35,21 +35,28 @@ Scope
       read-only transaction has no active participant: its participants read and release
       (RCC executes no logic for it either).
 
-    =========================  ==========================================  ========================================
-    stage                      one-sided                                   RPC
-    =========================  ==========================================  ========================================
-    ``txn_broadcast_input``    per peer WRITE the requests + WRITE the     per 2048-B chunk (48-B header + 2000 B)
-                               header into its request buffer, one         one call to every peer, wait for every
-                               doorbell, wait once                         reply before the next chunk
-    ``value_forwarding``       per local record: to each active peer       to each active peer one call with the
-                               WRITE value + WRITE its 4-B length, wait    local read-set values, wait; then one
-                               (one round trip per local record)           with the local write-set values, wait
-    ``log``                    WRITE the log to each backup's ring         a log RPC per backup
-    ``read``                   local only (values travel by forwarding)    local only
-    ``commit``, ``release``    local write-back and unlock at every        local
-                               participant (RCC's ``write_back``,
-                               ``release_*`` touch only local records)
-    =========================  ==========================================  ========================================
+    =======================  ===================================  ========================
+    stage                    one-sided                            RPC
+    =======================  ===================================  ========================
+    ``txn_broadcast_input``  to each peer WRITE the requests +    per 2048-B chunk (48-B
+                             WRITE the header into its request    header + 2000 B) a call
+                             buffer, one doorbell; wait once      to every peer; wait for
+                                                                  every reply before the
+                                                                  next chunk
+    ``value_forwarding``     per local record, to each active     to each active peer a
+                             peer WRITE the value + WRITE its     call with the local
+                             4-B length; wait (one round trip     read-set values, wait;
+                             per local record)                    then one with the local
+                                                                  write-set values, wait
+    ``log``                  WRITE the log to each backup's ring  a log RPC per backup
+    ``read``                 local (values travel by forwarding)  local
+    ``commit``, ``release``  local write-back and unlock at each  local
+                             participant (RCC's ``write_back``,
+                             ``release_*`` touch local records)
+    =======================  ===================================  ========================
+
+    The sequencer's input replication travels by RPC in every form (RCC's one-sided
+    ``logging_rdma`` asserts false).
 
     The epoch sync has no bit of the issue's 9-bit mask (RCC's
     ``RCC_USE_ONE_SIDED_EPOCH_SYNC`` is 512): it is one-sided (WRITE the 1-B DONE status
@@ -113,12 +120,17 @@ class _Request:
         self.rid = rid
         self.spec = tx.spec
         self.tx = tx
-        # (table, key) -> (node, slot, write); first declaration wins, as Txn.read_many
+        # (table, key) -> (node, slot, write): a record declared for update anywhere is
+        # in the write set
         self.keys: dict = {}
         for k in tx.spec.keys:
-            if (k[0], k[1]) not in self.keys:
+            write = bool(k[2]) if len(k) > 2 else False
+            old = self.keys.get((k[0], k[1]))
+            if old is None:
                 n, s = place(k[0], k[1])
-                self.keys[(k[0], k[1])] = (n, s, bool(k[2]) if len(k) > 2 else False)
+                self.keys[(k[0], k[1])] = (n, s, write)
+            elif write:
+                self.keys[(k[0], k[1])] = (old[0], old[1], True)
         self.nodes = sorted({v[0] for v in self.keys.values()})
         self.actives = sorted({v[0] for v in self.keys.values() if v[2]})
         self.versions: dict = {}
@@ -442,7 +454,8 @@ class System(TxnSystem):
                 local[k] = (ver, val)
                 r.versions[k] = ver
         yield ep.compute(self.costs.local_access * len(local))
-        t = self._stage(r, timed, "read", r.t0 + r.tx.phases.get("txn_broadcast_input", 0.0))
+        bcast = r.tx.phases.get("txn_broadcast_input", 0.0)
+        t = self._stage(r, timed, "read", r.t0 + bcast)
         targets = [p for p in r.actives if p != me]
         if targets:
             yield from self._forward(ep, tx, r, local, targets)
