@@ -2,13 +2,17 @@
 
 Runs every scenario in ``scenarios/NAME/`` that has an ``expected:`` block (sorted by file
 name), writes each one's results under ``--out`` (default ``out/reproduce/NAME``), and
-prints one line per claim check (:func:`rnicsim.claims.claim_table`): id, scenario, kind,
-what is compared, the test (tolerance or bound), published and measured with units, and
-``holds``, ``FAILS`` or ``not measured`` (no point of the run selects the check, e.g. after
-a ``--set`` that narrows a sweep: not counted as failing). It writes ``report.md`` in
-``--out``: the claim table and, per scenario, its checks beside its plots (relative links).
-With ``--json`` it prints a list of ``{"claim", "published", "measured", "holds", ...}``
-(:func:`rnicsim.claims.evaluate`'s records; ``holds`` null when not measured).
+prints one line per claim check (:func:`rnicsim.claims.claim_table`): id, role, scenario,
+kind, what is compared, the test (tolerance or bound), published and measured with units,
+and ``holds``, ``FAILS`` or ``not measured`` (no point of the run selects the check, e.g.
+after a ``--set`` that narrows a sweep: not counted as failing); validation checks in one
+table, calibration checks (numbers a parameter was fitted to) in another, then the score
+(:func:`rnicsim.claims.score_line`: validation checks only). It writes ``report.md`` in
+``--out`` (the score, the two tables and, per scenario, its checks beside its plots,
+relative links) and ``summary.json`` (``{"paper", "size", "score", "score_line",
+"claims"}``). With ``--json`` it prints a list of ``{"claim", "role", "published",
+"measured", "holds", ...}`` (:func:`rnicsim.claims.evaluate`'s records; ``holds`` null
+when not measured).
 ``--profile NAME=FILE`` (repeatable) runs every scenario written for profile NAME on the
 profile in FILE instead, e.g. one ``rnicsim calibrate`` fitted to your own NICs.
 ``--set KEY=VALUE`` (repeatable) sets a scenario key in every selected scenario, as
@@ -34,7 +38,7 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
-from .claims import claim_cells, claim_markdown, claim_table, tally
+from .claims import claim_cells, claim_markdown, claim_table, score, score_line
 from .commands import add_run_options, check_run_options, open_run_pool
 from .errors import ArgumentParser, InputError
 from .results import check_out_dir
@@ -159,19 +163,41 @@ def main(argv: list[str]) -> int:
                 results.append(c)
             figures.append((sc.name, str(f.relative_to(SCENARIO_ROOT.parent)),
                             summary.get("plots", [])))
+    records = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in r.items()} for r in results]
     if a.json:
-        print(json.dumps([{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                           for k, v in r.items()} for r in results], indent=1))
+        print(json.dumps(records, indent=1))
     else:
-        for line in claim_table(results):
-            print(line)
-        print(f"\n{tally(results)}; results in {out_root}/, report in {out_root}/report.md")
+        for title, group in _groups(results):
+            print(f"{title}:")
+            for line in claim_table(group):
+                print("  " + line)
+            print()
+        print(f"{score_line(score(results))}\nresults in {out_root}/, "
+              f"report in {out_root}/report.md")
     write_report(out_root, a.name, argv, results, figures)
+    from .results import atomic_write
+
+    atomic_write(out_root / "summary.json", json.dumps(
+        {"paper": a.name, "size": a.size, "score": score(results),
+         "score_line": score_line(score(results)), "claims": records}, indent=1) + "\n")
     if failed:
         print(f"rnicsim reproduce: error: points of {', '.join(failed)} failed (above); "
               "their claims are not checked", file=sys.stderr)
         return 1
     return 0
+
+
+# The claim tables, in this order: evidence first, fitted numbers apart.
+_ROLES = (("validation", "Validation checks (nothing was fitted to these numbers)"),
+          ("calibration", "Calibration checks (a parameter was fitted to these numbers; "
+                          "they hold by construction and are not scored)"))
+
+
+def _groups(results: list[dict]) -> list[tuple[str, list[dict]]]:
+    """(title, records) of each role that has checks, validation first."""
+    return [(title, [r for r in results if r.get("role") == role]) for role, title in _ROLES
+            if any(r.get("role") == role for r in results)]
 
 
 def write_report(out_root: Path, name: str, argv: list[str], results: list[dict],
@@ -185,8 +211,12 @@ def write_report(out_root: Path, name: str, argv: list[str], results: list[dict]
     from .results import atomic_write
 
     command = shlex.join(["rnicsim", "reproduce", *argv])
-    lines = [f"# Reproduction: {name}", "", f"`{command}`", "", f"{tally(results)}.", ""]
-    lines += claim_markdown(results) if results else ["No claim checks ran."]
+    lines = [f"# Reproduction: {name}", "", f"`{command}`", "",
+             f"{score_line(score(results))}."]
+    for title, group in _groups(results):
+        lines += ["", f"## {title}", ""] + claim_markdown(group)
+    if not results:
+        lines += ["", "No claim checks ran."]
     for sc_name, src, plots in figures:
         mine = [r for r in results if r.get("scenario") == sc_name]
         cells = [claim_cells(r) for r in mine]
@@ -195,7 +225,7 @@ def write_report(out_root: Path, name: str, argv: list[str], results: list[dict]
                              f" ({c['kind']} {c['test']})" for c in cells) or "no checks"
         figs = "<br>".join(f"[![{p}]({sc_name}/{p})]({sc_name}/{p})" for p in plots) \
             or "no plots"
-        lines += ["", f"## {sc_name}", "", f"Scenario `{src}`; results in [{sc_name}/]"
+        lines += ["", f"## Scenario {sc_name}", "", f"Scenario `{src}`; results in [{sc_name}/]"
                   f"({sc_name}/).", "", "| checks | figures |", "| --- | --- |",
                   f"| {checks} | {figs} |"]
     atomic_write(out_root / "report.md", "\n".join(lines) + "\n")

@@ -19,7 +19,7 @@ import itertools
 import math
 import types
 from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
@@ -202,6 +202,19 @@ def check_points(sc: "Scenario", source: str) -> None:
                 k, _, what = msg.partition(": ")
                 raise InputError(source, k + (f" (sweep point {at})" if at else ""), what) \
                     from None
+    _check_roles(sc, list(seen.values()), source)
+
+
+def _check_roles(sc: "Scenario", profiles: list, source: str) -> None:
+    """No validation check's claim or figure is cited by a parameter of a profile the
+    scenario runs on (that parameter was fitted to it: the check is calibration)."""
+    from .claims import role_conflict
+
+    for i, c in enumerate(sc.expected):
+        for prof in profiles:
+            why = role_conflict(c, prof)
+            if why:
+                raise InputError(source, f"expected[{i}].role", why)
 
 
 def topology_misfit(cluster: ClusterSpec) -> tuple[str, str] | None:
@@ -336,34 +349,48 @@ class PlotSpec(BaseModel):
 
 
 class _Claim(BaseModel):
+    """Fields every claim check has. ``role`` says what the published number is to the
+    model: ``calibration`` (a profile or workload parameter was fitted to it, so the check
+    holds by construction) or ``validation`` (nothing was fitted to it, directly or
+    through a parameter copied from another profile); only validation checks count in the
+    score (:func:`rnicsim.claims.score`). ``numeric``: ``published`` is a number the paper
+    gives (default: true for ``value``, ``ratio`` and ``drop``, whose test is relative to
+    it; false for the other kinds, whose ``published`` may be a stand-in such as 1.0 for
+    an order); numeric checks are also scored by their distance to it (within 10%, 25%)."""
+
     model_config = _STRICT
     claim: str
+    role: Literal["calibration", "validation"]
     source: str = ""
     metric: str
     published: float
+    numeric: Optional[bool] = None
     tolerance: float = Field(0.15, ge=0)
     note: str = ""
 
 
 class ValueClaim(_Claim):
-    """The best (``agg``) value of ``metric`` over the rows matching ``where``."""
+    """The best (``agg``) value of ``metric`` over the rows matching ``where``; ``agg:
+    worst`` takes the row farthest from ``published`` (relative), so the check holds only
+    when every row is within ``tolerance`` (a claim about each point, not their mean)."""
 
     kind: Literal["value"]
     where: dict[str, Any] = Field(default_factory=dict)
-    agg: Literal["max", "min", "mean"] = "max"
+    agg: Literal["max", "min", "mean", "worst"] = "max"
 
 
 class RatioClaim(_Claim):
     """``agg`` over ``over`` (in ``range``) of metric(numerator) / metric(denominator);
     ``agg: peak`` compares the two series' best values instead (each at its own x: "A's
-    peak throughput is 10% above B's")."""
+    peak throughput is 10% above B's"); ``agg: worst`` the ratio farthest from
+    ``published`` (every point within ``tolerance``)."""
 
     kind: Literal["ratio"]
     numerator: dict[str, Any]
     denominator: dict[str, Any]
     over: str
     range: dict[str, float] = Field(default_factory=dict)
-    agg: Literal["max", "min", "mean", "peak"] = "max"
+    agg: Literal["max", "min", "mean", "peak", "worst"] = "max"
 
 
 class FlatClaim(_Claim):
@@ -380,10 +407,13 @@ class FlatClaim(_Claim):
 
 
 class DominatesClaim(_Claim):
-    """metric(a) > metric(b) at every value of ``over`` in ``range``.
+    """metric(a) beats metric(b) by at least ``margin`` at every value of ``over`` in
+    ``range``.
 
-    Measured: the smallest ratio a/b; holds when it exceeds 1. ``published`` is the ratio
-    the paper reports or 1.0 when it reports only the order.
+    Measured: the smallest ratio a/b; holds when it is at least ``margin``. ``published``
+    is the ratio the paper reports ("from 1.12x") or 1.0 when it reports only the order.
+    ``margin`` defaults to ``published`` when that is above 1 (the published margin) and
+    otherwise to :data:`rnicsim.claims.BEATS` (a win, not a tie).
     """
 
     kind: Literal["dominates"]
@@ -391,6 +421,7 @@ class DominatesClaim(_Claim):
     b: dict[str, Any]
     over: str
     range: dict[str, float] = Field(default_factory=dict)
+    margin: Optional[float] = Field(None, gt=0)
 
 
 class DropClaim(_Claim):
@@ -408,26 +439,28 @@ class BoundClaim(_Claim):
     """The ``agg`` of ``metric`` over rows matching ``where`` lies in [``min``, ``max``].
 
     For findings stated as thresholds ("at least 95% of the time", "grows more than 2x");
-    ``published`` is the paper's figure, shown for reference.
+    ``published`` is the paper's figure, shown for reference. ``agg: worst``: every row
+    lies in the interval (measured: the row farthest outside it, or nearest its edge).
     """
 
     kind: Literal["bound"]
     where: dict[str, Any] = Field(default_factory=dict)
-    agg: Literal["max", "min", "mean"] = "max"
+    agg: Literal["max", "min", "mean", "worst"] = "max"
     min: float = float("-inf")
     max: float = float("inf")
 
 
 class RatioBoundClaim(_Claim):
     """``agg`` over ``over`` (in ``range``) of metric(numerator) / metric(denominator) lies
-    in [``min``, ``max``]: for findings stated as "under half", "about twice", "little"."""
+    in [``min``, ``max``]: for findings stated as "under half", "about twice", "little".
+    ``agg: worst``: every ratio lies in the interval."""
 
     kind: Literal["ratio_bound"]
     numerator: dict[str, Any]
     denominator: dict[str, Any]
     over: str
     range: dict[str, Any] = Field(default_factory=dict)   # may name words: {ne: read_intr}
-    agg: Literal["max", "min", "mean"] = "max"
+    agg: Literal["max", "min", "mean", "worst"] = "max"
     min: float = float("-inf")
     max: float = float("inf")
 

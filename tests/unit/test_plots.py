@@ -21,9 +21,9 @@ workload: {kind: microbench, verb: read, payload: 64B}
 run: {seed: 3, warmup: 5us, measure: 5us}
 sweep: {workload.verb: [read, write], workload.payload: [8, 64, 4KiB], workload.shared_context: [false, true]}
 expected:
-  - {claim: D1, kind: value, metric: throughput_mops, published: 130}
-  - {claim: D2, kind: value, metric: throughput_mops, where: {workload.verb: write}, published: 100}
-  - {claim: D5, kind: ratio, metric: throughput_mops, numerator: {workload.verb: read},
+  - {claim: D1, role: calibration, kind: value, metric: throughput_mops, published: 130}
+  - {claim: D2, role: calibration, kind: value, metric: throughput_mops, where: {workload.verb: write}, published: 100}
+  - {claim: D5, role: validation, kind: ratio, metric: throughput_mops, numerator: {workload.verb: read},
      denominator: {workload.verb: write}, over: workload.payload, published: 1.6}
 """
 

@@ -78,9 +78,10 @@ def test_out_that_cannot_be_a_directory_exits_2_before_running(tmp_path, capsys,
     code, _o, err = _run(["roce", "--size", "demo", "--only", "fig1", "--quiet",
                           "--out", str(tmp_path / "ok")], capsys)
     assert code == 0 and no_runs == ["fig1_latency"]
-    # the checks created nothing; the run (no point ran here) wrote only its report
+    # the checks created nothing; the run (no point ran here) wrote only its report and
+    # summary
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "ok"]
-    assert [p.name for p in (tmp_path / "ok").iterdir()] == ["report.md"]
+    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == ["report.md", "summary.json"]
 
 
 def _read_intr_latency(out: Path) -> dict[int, float]:
@@ -155,10 +156,12 @@ def test_a_size_some_scenarios_lack_is_named_before_they_run_at_full_size(tmp_pa
 
 
 def test_claim_lines_and_report_md_say_what_is_compared(tmp_path, capsys, monkeypatch):
-    """Each claim line names its scenario, kind, what is compared, the test, published and
-    measured with units; a check the run's points do not select reads ``not measured`` and
-    does not count as failing. report.md holds the same table and, per scenario, its
-    checks beside its plots, linked relative to --out; --json keeps every earlier field."""
+    """Each claim line names its role, scenario, kind, what is compared, the test,
+    published and measured with units, validation and calibration checks in two tables; a
+    check the run's points do not select reads ``not measured`` and counts nowhere. The
+    score counts validation checks only. report.md and summary.json hold the same tables
+    and score, report.md per scenario its checks beside its plots, linked relative to
+    --out; --json keeps every earlier field and adds the role."""
     import rnicsim.runner
     from pydantic import TypeAdapter
 
@@ -167,10 +170,10 @@ def test_claim_lines_and_report_md_say_what_is_compared(tmp_path, capsys, monkey
 
     ta = TypeAdapter(Claim)
     checks = [ta.validate_python(c) for c in [
-        {"claim": "E9", "kind": "value", "metric": "lat_mean_us", "published": 2.0,
-         "where": {"workload.payload": 64}, "note": "fast"},
-        {"claim": "E9", "kind": "value", "metric": "lat_mean_us", "published": 2.0,
-         "where": {"workload.payload": 4096}}]]
+        {"claim": "E9", "role": "validation", "kind": "value", "metric": "lat_mean_us",
+         "published": 2.0, "where": {"workload.payload": 64}, "note": "fast"},
+        {"claim": "E9", "role": "calibration", "kind": "value", "metric": "lat_mean_us",
+         "published": 2.0, "where": {"workload.payload": 4096}}]]
     rows = [{"workload.payload": 64, "lat_mean_us": 2.1}]
 
     def fake(sc, out_dir, jobs=1, progress=True, source="", **run_options):
@@ -184,37 +187,63 @@ def test_claim_lines_and_report_md_say_what_is_compared(tmp_path, capsys, monkey
                                "--out", str(out)], capsys)
     assert code == 0
     assert stdout.splitlines() == [
-        "claim  scenario      kind   compared                            test"
-        "                     published  measured      result        note",
-        "E9     fig1_latency  value  max of lat_mean_us at payload=64    within 15% of "
-        "published  2 us       2.1 us        holds         fast",
-        "E9     fig1_latency  value  max of lat_mean_us at payload=4096  within 15% of "
-        "published  2 us       not measured  not measured",
+        "Validation checks (nothing was fitted to these numbers):",
+        "  claim  role        scenario      kind   compared                          test"
+        "                     published  measured  result  note",
+        "  E9     validation  fig1_latency  value  max of lat_mean_us at payload=64  within 15%"
+        " of published  2 us       2.1 us    holds   fast",
         "",
-        f"1 of 1 measured claim checks hold; 1 not measured (no point of the run selects "
-        f"them); results in {out}/, report in {out}/report.md"]
+        "Calibration checks (a parameter was fitted to these numbers; they hold by "
+        "construction and are not scored):",
+        "  claim  role         scenario      kind   compared                            test"
+        "                     published  measured      result",
+        "  E9     calibration  fig1_latency  value  max of lat_mean_us at payload=4096  within"
+        " 15% of published  2 us       not measured  not measured",
+        "",
+        # 2.1 against 2.0 is 5% off: within 10% and 25%; the calibration check is not
+        # measured and in no count
+        "validation score: 1 of 1 checks hold; numeric: 1 and 1 of 1 within 10% and 25% of "
+        "the paper (calibration, not counted: 0 of 0 hold)",
+        f"results in {out}/, report in {out}/report.md"]
     report = (out / "report.md").read_text()
     assert report.startswith(
         "# Reproduction: roce\n\n"
         f"`rnicsim reproduce roce --size demo --only fig1 --quiet --out {out}`\n\n"
-        "1 of 1 measured claim checks hold; 1 not measured (no point of the run selects "
-        "them).\n\n"
-        "| claim | scenario | kind | compared | test | published | measured | result | note |\n"
+        "validation score: 1 of 1 checks hold; numeric: 1 and 1 of 1 within 10% and 25% of "
+        "the paper (calibration, not counted: 0 of 0 hold).\n\n"
+        "## Validation checks (nothing was fitted to these numbers)\n\n"
+        "| claim | role | scenario | kind | compared | test | published | measured | result "
+        "| note |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| E9 | validation | fig1_latency | value | max of lat_mean_us at payload=64 | within "
+        "15% of published | 2 us | 2.1 us | holds | fast |\n\n"
+        "## Calibration checks (a parameter was fitted to these numbers; they hold by "
+        "construction and are not scored)\n\n"
+        "| claim | role | scenario | kind | compared | test | published | measured | result "
+        "|\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
-        "| E9 | fig1_latency | value | max of lat_mean_us at payload=64 | within 15% of "
-        "published | 2 us | 2.1 us | holds | fast |\n")
+        "| E9 | calibration | fig1_latency | value | max of lat_mean_us at payload=4096 | "
+        "within 15% of published | 2 us | not measured | not measured |\n")
     assert report.endswith(
-        "## fig1_latency\n\n"
+        "## Scenario fig1_latency\n\n"
         "Scenario `scenarios/roce/fig1_latency.yaml`; results in [fig1_latency/]"
         "(fig1_latency/).\n\n"
         "| checks | figures |\n| --- | --- |\n"
         "| **E9** holds: 2.1 us (value within 15% of published)<br>**E9** not measured "
         "(value within 15% of published) | [![lat.png](fig1_latency/lat.png)]"
         "(fig1_latency/lat.png) |\n")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["score"] == {
+        "validation": {"hold": 1, "measured": 1, "total": 1},
+        "numeric": {"measured": 1, "within_10pct": 1, "within_25pct": 1},
+        "calibration": {"hold": 0, "measured": 0}}
+    assert [(c["claim"], c["role"], c["holds"]) for c in summary["claims"]] == \
+        [("E9", "validation", True), ("E9", "calibration", None)]
     code, stdout, _err = _run(["roce", "--size", "demo", "--only", "fig1", "--quiet",
                                "--json", "--out", str(out)], capsys)
     got = json.loads(stdout)
     assert [(r["claim"], r["measured"], r["holds"], r["status"]) for r in got] == \
         [("E9", 2.1, True, "holds"), ("E9", None, None, "not measured")]
-    assert {"claim", "kind", "metric", "published", "measured", "holds", "note", "source",
-            "scenario"} <= set(got[0])
+    assert {"claim", "role", "kind", "metric", "published", "measured", "holds", "note",
+            "source", "scenario"} <= set(got[0])
+    assert [r["role"] for r in got] == ["validation", "calibration"]

@@ -202,7 +202,7 @@ def test_leaf_spine_fits_every_swept_node_count(tmp_path, capsys):
 def test_unknown_claim_kind(tmp_path):
     """An unknown claim check kind lists the known kinds."""
     p = scenario_file(tmp_path, lambda r: r.update(expected=[
-        {"claim": "D1", "kind": "bigger", "metric": "throughput_mops", "published": 1}]))
+        {"claim": "D1", "role": "validation", "kind": "bigger", "metric": "throughput_mops", "published": 1}]))
     rejected(p, "expected[0].kind: one of: value, ratio, flat, dominates, drop, bound, ratio_bound (got 'bigger')")
 
 
@@ -376,14 +376,14 @@ def test_a_merge_key_may_be_overridden():
 
 
 @pytest.mark.parametrize("patch, key", [
-    (lambda r: r.update(expected=[{"claim": "C", "kind": "value", "metric": "m",
+    (lambda r: r.update(expected=[{"claim": "C", "role": "validation", "kind": "value", "metric": "m",
                                    "published": 1, "where": {"workload.payload": {"lte": 64}}}]),
      "expected[0].where.workload.payload"),
     (lambda r: r.update(sweep={"workload.payload": [8, 64]}, expected=[
-        {"claim": "C", "kind": "flat", "metric": "m", "published": 1,
+        {"claim": "C", "role": "validation", "kind": "flat", "metric": "m", "published": 1,
          "over": "workload.payload", "range": {"lte": 64}}]), "expected[0].range"),
     (lambda r: r.update(sweep={"workload.payload": [8, 64]}, expected=[
-        {"claim": "C", "kind": "ratio", "metric": "m", "published": 1,
+        {"claim": "C", "role": "validation", "kind": "ratio", "metric": "m", "published": 1,
          "over": "workload.payload", "numerator": {"workload.payload": {"eq": 8}},
          "denominator": {}}]), "expected[0].numerator.workload.payload"),
     (lambda r: r.update(sweep={"workload.payload": [8, 64]},
@@ -412,7 +412,7 @@ def test_a_claim_over_a_key_that_is_not_swept(tmp_path):
     point ran); a name without a dot may be a metric such as ``step``."""
     def claim(over):
         return lambda r: r.update(sweep={"workload.payload": [8, 64]}, expected=[
-            {"claim": "C", "kind": "ratio", "metric": "m", "published": 1, "over": over,
+            {"claim": "C", "role": "validation", "kind": "ratio", "metric": "m", "published": 1, "over": over,
              "numerator": {}, "denominator": {}}])
     rejected(scenario_file(tmp_path, claim("workload.paylod")), "expected[0].over",
              "workload.payload", "'workload.paylod'")
@@ -443,7 +443,7 @@ def test_plot_and_claim_names_that_may_be_metrics_or_keys_load(tmp_path):
         sweep={"workload.payload": [8, 64]},
         plots=[{"x": "step", "y": "m", "series": ["workload.verb", "workload.payload"],
                 "where": {"cluster.threads": 1}}],
-        expected=[{"claim": "C", "kind": "value", "metric": "m", "published": 1,
+        expected=[{"claim": "C", "role": "validation", "kind": "value", "metric": "m", "published": 1,
                    "where": {"workload.verb": "read", "step": 0}}]))
     assert len(load_scenario(p).plots) == 1
 
@@ -451,7 +451,7 @@ def test_plot_and_claim_names_that_may_be_metrics_or_keys_load(tmp_path):
 def test_a_claim_naming_an_unknown_key_path(tmp_path):
     """A misspelt key path in a claim's condition is refused at load."""
     p = scenario_file(tmp_path, lambda r: r.update(expected=[
-        {"claim": "C", "kind": "value", "metric": "m", "published": 1,
+        {"claim": "C", "role": "validation", "kind": "value", "metric": "m", "published": 1,
          "where": {"workload.vrb": "read"}}]))
     rejected(p, "expected[0].where.workload.vrb")
 
@@ -612,7 +612,7 @@ def test_a_plot_that_fails_is_left_out_and_the_results_are_written(tmp_path, cap
     (lambda r: r["cluster"].update(nodes=True), "cluster.nodes"),
     (lambda r: r["workload"].update(coroutines=True), "workload.coroutines"),
     (lambda r: r["cluster"]["nic"].update(per_node=True), "cluster.nic.per_node"),
-    (lambda r: r.update(expected=[{"claim": "C", "kind": "value", "metric": "m",
+    (lambda r: r.update(expected=[{"claim": "C", "role": "validation", "kind": "value", "metric": "m",
                                    "published": True}]), "expected[0].published"),
 ])
 def test_a_boolean_is_not_a_number(tmp_path, patch, key):
@@ -797,7 +797,7 @@ def test_resolved_yaml_round_trips_through_validation(tmp_path):
     p = scenario_file(tmp_path, lambda r: r.update(
         sweep={"workload.payload": [8, 64]},
         plots=[{"x": "workload.payload", "y": "throughput_mops"}],
-        expected=[{"claim": "T1", "kind": "value", "metric": "throughput_mops",
+        expected=[{"claim": "T1", "role": "validation", "kind": "value", "metric": "throughput_mops",
                    "published": 1.0}]))
     sc = load_scenario(p)
     text = resolved_yaml(sc)
@@ -828,7 +828,7 @@ sweep: {workload.payload: [8, 64]}
 plots:
   - {x: workload.payload, y: throughput_mops, file: tput.png}
 expected:
-  - {claim: T1, kind: value, metric: throughput_mops, published: 1.0, tolerance: 1000}
+  - {claim: T1, role: validation, kind: value, metric: throughput_mops, published: 1.0, tolerance: 1000}
 """
 
 
@@ -974,7 +974,7 @@ def test_run_warns_about_names_no_result_has(tmp_path, capsys):
 # =========================================================================== claims
 def claims(*specs: dict):
     ta = TypeAdapter(Claim)
-    return [ta.validate_python({"claim": f"C{i}", "metric": "m", **s})
+    return [ta.validate_python({"claim": f"C{i}", "role": "validation", "metric": "m", **s})
             for i, s in enumerate(specs)]
 
 
@@ -1045,15 +1045,16 @@ def test_run_prints_claim_lines_and_a_narrowed_sweep_is_not_measured(tmp_path, c
     leaves the check on the other value ``not measured`` (never ``nan DOES NOT HOLD``)."""
     p = scenario_file(tmp_path, lambda r: r.update(
         sweep={"workload.payload": [64, 4096]},
-        expected=[{"claim": "T1", "kind": "bound", "metric": "lat_p50_us", "published": 1,
-                   "min": 0, "where": {"workload.payload": 4096}}]))
+        expected=[{"claim": "T1", "role": "validation", "kind": "bound",
+                   "metric": "lat_p50_us", "published": 1, "min": 0,
+                   "where": {"workload.payload": 4096}}]))
     code, out, _err = cli(["run", str(p), "--out", str(tmp_path / "o"), "--quiet",
                            "--set", "workload.payload=64"], capsys)
     assert code == 0
     assert out.splitlines()[:3] == [
-        "claim  kind   compared                           test  published  measured      "
-        "result",
-        "T1     bound  max of lat_p50_us at payload=4096  >= 0  1 us       not measured  "
+        "claim  role        kind   compared                           test  published  "
+        "measured      result",
+        "T1     validation  bound  max of lat_p50_us at payload=4096  >= 0  1 us       not measured  "
         "not measured",
         "0 of 0 measured claim checks hold; 1 not measured (no point of the run selects them)"]
     assert "nan" not in out and "DOES NOT HOLD" not in out
@@ -1089,13 +1090,13 @@ def test_not_measured_means_no_row_is_selected(spec, status):
 
 
 def test_claim_table_says_what_is_compared():
-    """Each line shows id, kind, what is compared (selections included), the test
+    """Each line shows id, role, kind, what is compared (selections included), the test
     (tolerance or bound), published and measured with the metric's unit, and the result;
     a check no row selects reads ``not measured`` and is left out of the tally."""
     from rnicsim.claims import claim_markdown, claim_table, tally
     rows = [{"payload": 8, "verb": "read", "lat_p50_us": 2.0, "throughput_mops": 9.0},
             {"payload": 8, "verb": "rpc", "lat_p50_us": 3.0, "throughput_mops": 3.0}]
-    cs = [dict(c, claim=f"K{i}") for i, c in enumerate([
+    cs = [dict(c, claim=f"K{i}", role="validation") for i, c in enumerate([
         {"kind": "value", "metric": "throughput_mops", "where": {"verb": "read"},
          "published": 10, "tolerance": 0.2},
         {"kind": "bound", "metric": "lat_p50_us", "published": 2, "min": 1, "note": "n"},
@@ -1107,20 +1108,20 @@ def test_claim_table_says_what_is_compared():
     out = evaluate([ta.validate_python(c) for c in cs], rows)
     pad = " " * 6
     assert claim_table(out) == [
-        f"claim  kind       compared{pad * 9}test{pad * 3}   published  measured      "
+        f"claim  role        kind       compared{pad * 9}test{pad * 3}   published  measured      "
         f"result        note",
-        f"K0     value      max of throughput_mops at verb=read{pad * 4}   within 20% of "
+        f"K0     validation  value      max of throughput_mops at verb=read{pad * 4}   within 20% of "
         f"published  10 Mops/s  9 Mops/s      holds",
-        f"K1     bound      max of lat_p50_us{pad * 7}   >= 1{pad * 3}   2 us       3 us"
+        f"K1     validation  bound      max of lat_p50_us{pad * 7}   >= 1{pad * 3}   2 us       3 us"
         f"          holds         n",
-        "K2     ratio      max over payload of throughput_mops (verb=read) / (verb=rpc)  "
+        "K2     validation  ratio      max over payload of throughput_mops (verb=read) / (verb=rpc)  "
         "within 15% of published  1.5        3             FAILS",
-        f"K3     dominates  min over payload of lat_p50_us (verb=rpc) / (verb=read)       > 1"
-        f"{pad * 3}    1          not measured  not measured"]
+        f"K3     validation  dominates  min over payload of lat_p50_us (verb=rpc) / (verb=read)"
+        f"       >= 1.02{pad * 3}1          not measured  not measured"]
     assert claim_markdown(out[:1]) == [     # no note in any row: no note column
-        "| claim | kind | compared | test | published | measured | result |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-        "| K0 | value | max of throughput_mops at verb=read | within 20% of published "
+        "| claim | role | kind | compared | test | published | measured | result |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| K0 | validation | value | max of throughput_mops at verb=read | within 20% of published "
         "| 10 Mops/s | 9 Mops/s | holds |"]
     assert tally(out) == ("2 of 3 measured claim checks hold; 1 not measured (no point of "
                           "the run selects them)")
