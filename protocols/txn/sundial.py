@@ -180,12 +180,16 @@ class System(TxnSystem):
         self._cts[tx.owner] = max(self._cts.get(tx.owner, 0), floor)
 
     # ================================================================ one attempt
+    def timed(self, tx: Txn, stage: str, steps):
+        """Run ``steps`` (a generator) and add its time to ``tx.phases[stage]``."""
+        t = self.sim.now
+        yield from steps
+        tx.phases[stage] = tx.phases.get(stage, 0.0) + self.sim.now - t
+
     def attempt(self, tx: Txn, owner: int):
-        sim = self.sim
         spec = tx.spec
         tx.owner = owner
         tx.ts = self.timestamp(tx, owner)
-        tx.phases["read"] = tx.phases["lock"] = 0.0
         if spec.phase_ns[0]:
             yield tx.ep.compute(spec.phase_ns[0])
         yield from self.run_body(tx)
@@ -195,38 +199,33 @@ class System(TxnSystem):
             yield tx.ep.compute(spec.phase_ns[1])
         for r in writes:
             if not r.locked:
-                yield from self.lock_late(tx, r)
-        t = sim.now
-        yield from self.renew(tx, [r for r in recs if not r.locked and r.version >= 0])
-        now = sim.now
-        tx.phases["renew"] = now - t
-        t = now
-        if writes:
-            if spec.phase_ns[2]:
-                yield tx.ep.compute(spec.phase_ns[2])
-            yield from self.repl.log(tx, writes, self.how("log"))
-        self.record(tx)
-        now = sim.now
-        tx.phases["log"] = now - t
-        t = now
-        if spec.phase_ns[3]:
-            yield tx.ep.compute(spec.phase_ns[3])
-        yield from self.commit_locked(tx, [r for r in recs if r.locked])
-        tx.phases["commit"] = sim.now - t
+                yield from self.timed(tx, "lock", self.lock_late(tx, r))
+        reads = [r for r in recs if not r.locked and r.version >= 0]
+        yield from self.timed(tx, "renew", self.renew(tx, reads))
+        yield from self.timed(tx, "log", self.log(tx, writes))
+        yield from self.timed(tx, "commit", self.commit_locked(
+            tx, [r for r in recs if r.locked]))
 
     def read_records(self, tx: Txn, todo: list[Rec]):
         # RCC reads and locks records one at a time, as the transaction touches them.
         for r in todo:
-            t = self.sim.now
             if r.for_update:
-                yield from self.lock_record(tx, r)
-                tx.phases["lock"] += self.sim.now - t
+                yield from self.timed(tx, "lock", self.lock_record(tx, r))
             else:
-                yield from self.read_record(tx, r)
-                tx.phases["read"] += self.sim.now - t
+                yield from self.timed(tx, "read", self.read_record(tx, r))
+
+    def log(self, tx: Txn, writes: list[Rec]):
+        """Log ``writes`` to the backups (DrTM+H's L-phase CPU first) and add the
+        attempt to the history."""
+        if writes:
+            if tx.spec.phase_ns[2]:
+                yield tx.ep.compute(tx.spec.phase_ns[2])
+            yield from self.repl.log(tx, writes, self.how("log"))
+        self.record(tx)
 
     def release(self, tx: Txn):
-        yield from self.unlock(tx, [r for r in tx.recs.values() if r.locked])
+        yield from self.timed(tx, "release", self.unlock(
+            tx, [r for r in tx.recs.values() if r.locked]))
 
     # ================================================================ read, lock
     def read_record(self, tx: Txn, r: Rec):
@@ -301,10 +300,8 @@ class System(TxnSystem):
     def lock_late(self, tx: Txn, r: Rec):
         """Lock a record written but not locked by the body; a record read before must
         still hold the version read."""
-        t = self.sim.now
         seen = r.aux[0] if r.version >= 0 else None
         yield from self.lock_record(tx, r)
-        tx.phases["lock"] += self.sim.now - t
         if seen is not None and r.aux[0] != seen:
             raise Abort("validation")
 
@@ -390,6 +387,8 @@ class System(TxnSystem):
     def commit_locked(self, tx: Txn, locked: list[Rec]):
         """Install every locked record (written: ``wts = rts = cts``, count + 1, the new
         value; else the lease extended to ``cts``) and unlock it."""
+        if tx.spec.phase_ns[3]:
+            yield tx.ep.compute(tx.spec.phase_ns[3])
         cts = self._cts.get(tx.owner, 0)
         ep = tx.ep
         pa = self.cfg.passive_ack
@@ -436,7 +435,6 @@ class System(TxnSystem):
     def unlock(self, tx: Txn, recs: list[Rec]):
         """After an abort: unlock ``recs`` (``release`` stage verbs) and wait for the
         acknowledgements (RCC's ``release_writes`` yields for them)."""
-        t = self.sim.now
         ep = tx.ep
         remote = []
         for r in recs:
@@ -455,26 +453,31 @@ class System(TxnSystem):
                 yield from A.round_trip(tx, calls=[
                     (n, H_RELEASE, [(r.table, r.slot) for r in rs], len(rs) * KEY_BYTES)
                     for n, rs in self.group(remote).items()])
-        tx.phases["release"] = self.sim.now - t
 
     # ================================================================ owner side
+    def try_lock(self, node: int, table: int, slot: int, word: int):
+        """The owner's CPU tries to lock a record for the requester of ``word``:
+        ``(reply, length)`` to grant or refuse it, None while it may wait (the holder
+        is younger)."""
+        old = self.store.lock_local(node, table, slot, word)
+        if old == 0:
+            _, lw, count, value = self._local(node, table, slot)
+            return (True, lw, count, value), 17 + self.vs[table]
+        if word < old:
+            return None
+        return (False, 0, 0, b""), 1
+
     def check_waiters(self, node: int) -> None:
-        """Re-check every parked lock request of ``node`` in arrival order: grant it
-        when the lock is free, keep it while the holder is younger, refuse it once an
-        older transaction holds the lock (RCC ``GlobalLockManager::check_to_notify``)."""
-        store = self.store
-        op = self.costs.record_op
+        """Re-check every parked lock request of ``node`` in arrival order (RCC
+        ``GlobalLockManager::check_to_notify``): grant, keep or refuse it."""
         keep = []
         for ep, token, table, slot, word in self._waiters.get(node, ()):
             ep.thread.reserve(self.sim.now, self.costs.local_access)
-            old = store.lock_local(node, table, slot, word)
-            if old == 0:
-                _, lw, count, value = self._local(node, table, slot)
-                ep.reply_later(token, (True, lw, count, value), 17 + self.vs[table], op)
-            elif word < old:
+            answer = self.try_lock(node, table, slot, word)
+            if answer is None:
                 keep.append((ep, token, table, slot, word))
             else:
-                ep.reply_later(token, (False, 0, 0, b""), 1, op)
+                ep.reply_later(token, *answer, self.costs.record_op)
         self._waiters[node] = keep
 
     def register(self, ep: Endpoint) -> None:
@@ -491,15 +494,11 @@ class System(TxnSystem):
             return (word, count, value), 17 + vs[table], op
 
         def lock(src, payload):
-            table, slot, word = payload
-            old = store.lock_local(node, table, slot, word)
-            if old == 0:
-                _, lw, count, value = self._local(node, table, slot)
-                return (True, lw, count, value), 17 + vs[table], op
-            if word < old:
-                self.park(ep, ep.defer(), table, slot, word)
+            answer = self.try_lock(node, *payload)
+            if answer is None:
+                self.park(ep, ep.defer(), *payload)
                 return None, 0, op
-            return (False, 0, 0, b""), 1, op
+            return (*answer, op)
 
         def renew(src, items):
             out = []
