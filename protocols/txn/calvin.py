@@ -67,6 +67,12 @@ Scope
     timestamp plus ``rwsets_t``, 32 ``ReadSetItem`` of 48 B, sent whole), the batch
     header 48 B, a forwarded RPC value 144 B (``read_val_t``, 128-B value buffer).
 
+History: a transaction is recorded once, at its commit point, the first active
+participant's execution before it installs anything (that participant holds every
+version, local or forwarded): its declared records read at those versions, its writes
+installing the next. A read-only one is recorded when its last participant has read.
+A run cut off mid-epoch therefore never shows a version whose writer is missing.
+
 Round trips of a transaction (``round_trips_per_txn``): those its node's sequencer
 waited for in the epoch that carried it (broadcast and epoch sync) plus those every
 participant's execution waited for (forwarding, log).
@@ -489,6 +495,9 @@ class System(TxnSystem):
                                      f"writes table {k[0]} key {k[1]!r}, which it declared "
                                      "read-only in TxnSpec.keys (for_update False)")
             r.tx.delta = tx.delta
+            # The commit point: no write of this transaction is visible before this first
+            # install, and this participant knows every version (local or forwarded).
+            self._record(r, {k: v[0] for k, v in tx.state.items()})
         mine = [x for x in tx.recs.values() if x.new is not None and x.node == me]
         if me != r.actives[0]:
             tx.inserted = 0        # inserts are logged once, by the first active node
@@ -555,12 +564,18 @@ class System(TxnSystem):
         r.left -= 1
         if r.left:
             return
-        if self.history is not None:
-            self._next_tid += 1
-            written = set(r.written or ())
-            self.history.commit(self._next_tid, sorted(r.versions.items(), key=repr),
-                                [(k, r.versions[k] + 1) for k in sorted(written, key=repr)])
+        if not r.actives:
+            self._record(r, r.versions)
         r.done.succeed()
+
+    def _record(self, r: _Request, versions: dict) -> None:
+        """Add ``r`` to the history: every declared record read at the version in
+        ``versions``, every written one installing the next."""
+        if self.history is None:
+            return
+        self._next_tid += 1
+        writes = [(k, versions[k] + 1) for k in sorted(r.written or (), key=repr)]
+        self.history.commit(self._next_tid, sorted(versions.items(), key=repr), writes)
 
     # ================================================================ handlers
     def register(self, ep) -> None:
