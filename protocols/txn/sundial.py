@@ -17,8 +17,8 @@ Scope
     the version number :mod:`protocols.txn.history` needs; it travels with the lease
     word and the value), value. Lock timestamp: the microsecond clock shifted left 26
     bits plus the coroutine's owner id, as :mod:`.nowait` (RCC's ``(us << 11) + node x
-    200 + thread x 20 + coroutine + 1`` collides beyond 9 nodes); a retry keeps its
-    transaction's first timestamp. ``cts`` is RCC's ``commit_id_``: a 31-bit logical
+    200 + thread x 20 + coroutine + 1`` collides beyond 10 nodes); a retry keeps its
+    transaction's first timestamp (see below). ``cts`` is RCC's ``commit_id_``: a 31-bit logical
     counter per coroutine that RCC never resets, so it carries over to the coroutine's
     next transaction (its leases only grow).
 
@@ -60,6 +60,9 @@ Scope
     a new value this simulator keeps the version, so the history shows no write).
 
 Deviations from RCC's code, and why
+    - A retry keeps its transaction's first lock timestamp (RCC's ``begin`` takes a
+      new one per attempt): an aborted transaction grows older and is not starved by
+      WAIT-DIE, as in :mod:`.waitdie`.
     - Stage latencies: ``read`` and ``lock`` are the time of the body's remote reads and
       locks (RCC's ``read_lat`` and ``lock`` timers around each access); SUNDIAL holds
       no read locks, so ``release`` only runs after an abort and a committing
