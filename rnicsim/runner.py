@@ -116,8 +116,13 @@ def run_records(sc: Scenario, pool=None, progress: bool = True, store: RunStore 
     runs. With a ``store`` each point is stored as it finishes, and ``resume`` keeps the
     stored ones (see :meth:`RunStore.open`). A point that raises does not stop the others;
     :class:`PointsFailed` names every such point once the rest have run. ``progress``
-    prints one line per finished point on stderr: points done, running and failed."""
+    prints one line per finished point on stderr: points done, running and failed; and,
+    when the points run in this process, every few seconds the running point's simulated
+    time against the end of its measured window (:func:`rnicsim.trace.watch_progress`)."""
+    from contextlib import nullcontext
+
     from .distributed import SerialPool, Task
+    from .trace import sim_progress, watch_progress
 
     pool = pool or SerialPool()
     pts = points(sc)
@@ -136,28 +141,41 @@ def run_records(sc: Scenario, pool=None, progress: bool = True, store: RunStore 
     failures: list[tuple[int, dict[str, Any], str]] = []
     t0 = time.perf_counter()
     done = 0
-    for o in pool.run(todo):
-        vals = pts[o.index][0]
-        if o.error is None:
-            rec = _record(o.index, keys[o.index], vals, o.metrics, o.wall_s, o.worker)
-            # Rows are built from the record as stored and read back, whether or not the
-            # run was resumed: both read the same JSON, so their results are identical.
-            recs[o.index] = store.save(o.index, rec) if store is not None else \
-                json.loads(json.dumps(rec, default=str))
-            done += 1
-        else:
-            failures.append((o.index, vals, o.error))
-        if progress:
-            left = len(todo) - done - len(failures)
-            el = time.perf_counter() - t0
-            what = (f"{o.wall_s:.1f}s on {o.worker}" if o.error is None
-                    else f"FAILED: {o.error}")
-            eta = f", left ~{el / done * left:.0f}s" if done and left else ""
-            print(f"  [{len(recs)}/{len(pts)} done, {pool.running(left)} running, "
-                  f"{len(failures)} failed] {_fmt(vals)}  {what}  (elapsed {el:.0f}s{eta})",
-                  file=sys.stderr, flush=True)
-        if stop and done == stop and store is not None:
-            raise KeyboardInterrupt(f"{INTERRUPT_HOOK}={stop}")
+    ran = [0]               # points of `todo` finished, in the order a SerialPool runs them
+
+    def running_point(now: float) -> str:
+        if ran[0] >= len(todo):
+            return ""
+        i = todo[ran[0]].index
+        r = pts[i][1].run
+        return f"  point {i + 1}/{len(pts)}: {sim_progress(now, r.warmup + r.measure)}"
+
+    watch = (watch_progress(running_point) if progress and type(pool) is SerialPool
+             else nullcontext())
+    with watch:
+        for o in pool.run(todo):
+            ran[0] += 1
+            vals = pts[o.index][0]
+            if o.error is None:
+                rec = _record(o.index, keys[o.index], vals, o.metrics, o.wall_s, o.worker)
+                # Rows are built from the record as stored and read back, whether or not the
+                # run was resumed: both read the same JSON, so their results are identical.
+                recs[o.index] = store.save(o.index, rec) if store is not None else \
+                    json.loads(json.dumps(rec, default=str))
+                done += 1
+            else:
+                failures.append((o.index, vals, o.error))
+            if progress:
+                left = len(todo) - done - len(failures)
+                el = time.perf_counter() - t0
+                what = (f"{o.wall_s:.1f}s on {o.worker}" if o.error is None
+                        else f"FAILED: {o.error}")
+                eta = f", left ~{el / done * left:.0f}s" if done and left else ""
+                print(f"  [{len(recs)}/{len(pts)} done, {pool.running(left)} running, "
+                      f"{len(failures)} failed] {_fmt(vals)}  {what}  (elapsed {el:.0f}s{eta})",
+                      file=sys.stderr, flush=True)
+            if stop and done == stop and store is not None:
+                raise KeyboardInterrupt(f"{INTERRUPT_HOOK}={stop}")
     if failures:
         raise PointsFailed(sorted(failures), len(pts),
                            store.out if store is not None else None)

@@ -10,6 +10,9 @@ Contract:
   :func:`perfetto` turns events into a Chrome / Perfetto trace-event JSON object (one
   process per node plus one for the fabric, one track per host thread, PCIe direction,
   NIC unit and link direction), which ui.perfetto.dev opens.
+- :func:`watch_progress` prints, every few wall seconds while a long simulation runs in
+  this process, how far its simulated time has come (on stderr); it reads the clock
+  from another thread and schedules nothing, so results do not depend on it.
 - :func:`capture` attaches a recorder (``--trace``) and a packet writer (``--pcap``,
   :mod:`rnicsim.pcap`) to the last simulation a scenario run creates in this process:
   a single point's (pick it from a sweep with ``--set``), and of a workload that
@@ -25,9 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import InputError
 
@@ -281,7 +287,54 @@ def capture(trace: str | None, pcap: str | None, start: float, end: float,
     if "pcap" in got:
         got["pcap"].close()
         info["packets"] = got["pcap"].written
+        info["dropped_packets"] = got["pcap"].dropped
     info["simulations"] = got["simulations"]
+
+
+@contextmanager
+def watch_progress(describe: Callable[[float], str], interval_s: float = 5.0,
+                   stream=None) -> Iterator[None]:
+    """Within this context, every ``interval_s`` wall seconds, print
+    ``describe(now)`` (``now``: simulated time [ns] of the latest Simulation created in
+    the context) on ``stream`` (default stderr); nothing before the first interval has
+    passed, nothing while no simulation exists, nothing when ``describe`` returns "".
+    The watcher runs in a daemon thread that only reads the clock."""
+    from .sim import observe_simulations
+
+    latest: list = [None]
+    stop = threading.Event()
+
+    def watch() -> None:
+        t0 = time.perf_counter()
+        while not stop.wait(interval_s):
+            sim = latest[0]
+            if sim is None:
+                continue
+            line = describe(sim.now)
+            if line:
+                print(f"{line} ({time.perf_counter() - t0:.0f}s)",
+                      file=stream or sys.stderr, flush=True)
+
+    def seen(sim) -> None:
+        latest[0] = sim
+
+    with observe_simulations(seen):
+        th = threading.Thread(target=watch, name="rnicsim-progress", daemon=True)
+        th.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            th.join()
+
+
+def sim_progress(now: float, target: float | None) -> str:
+    """``simulated 35.2us of 80us (44%)`` (``target`` [ns]; None: no target)."""
+    from .units import fmt_time
+
+    if not target:
+        return f"simulated {fmt_time(now)}"
+    return f"simulated {fmt_time(now)} of {fmt_time(target)} ({now / target:.0%})"
 
 
 def parse_window(text: str | None, warmup: float) -> tuple[float, float]:

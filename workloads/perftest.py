@@ -9,8 +9,11 @@ ib_send_bw, ib_atomic_bw. Flags: ``-s SIZE`` (default as perftest's: 65536 B for
 ``-n ITERS``, ``-q QPS``, ``-t TX_DEPTH``, ``-l POST_LIST``, ``-c RC|UC|UD``, ``-I INLINE``,
 ``-m MTU``, ``-Q CQ_MOD``, ``-o OUTSTANDING_READS``, ``-A CMP_AND_SWAP|FETCH_AND_ADD``,
 ``--report_gbits``, plus ``--nic PROFILE`` (name or YAML path, default cx4-edr),
-``--set section.param=value`` (profile override), ``--seed N`` and ``--out FILE`` (checked
-before the run: not a directory, in a directory that can be created). A flag the tool does
+``--set section.param=value`` (profile override), ``--seed N``, ``--out FILE`` (checked
+before the run: not a directory, in a directory that can be created), ``--pcap FILE`` (the
+packets of the run, of its last size with ``-a``, for Wireshark: :mod:`rnicsim.pcap`) and
+``--quiet`` (no progress on stderr: a size that runs longer than a few seconds prints its
+simulated time). A flag the tool does
 not use (``-q``, ``-t``, ``-l``, ``-Q``, ``--report_gbits`` on ``*_lat``; ``-o`` without
 READ or atomics; ``-A`` without atomics; ``-I`` on READ or atomics; ``-a`` on atomics) and
 ``-a`` with ``-s`` exit 2 instead of being dropped. As perftest: ``-c UD`` caps a default
@@ -84,6 +87,8 @@ class PerftestArgs:
     nic: str = "cx4-edr"
     seed: int = 1
     out: str | None = None
+    pcap: str | None = None
+    quiet: bool = False
     # rnicsim-probe experiments (no perftest flag; see the module doc)
     post_to_cqe: bool = False
     threads: int = 1
@@ -169,6 +174,10 @@ def _parser() -> ArgumentParser:
     ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     ap.add_argument("--out", metavar="FILE",
                     help="also write the output to FILE (checked before the run)")
+    ap.add_argument("--pcap", metavar="FILE.pcap",
+                    help="write the packets on the wire for Wireshark (with -a: of the "
+                         "last size)")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return ap
 
 
@@ -198,6 +207,7 @@ def parse_args(argv: list[str]) -> tuple[PerftestArgs, dict]:
                      cq_mod=ns.cq_mod if ns.cq_mod is not None else 100,
                      outstanding=ns.outs, atomic=ns.atomic_type or "FETCH_AND_ADD",
                      gbits=ns.report_gbits, nic=ns.nic, seed=ns.seed, out=ns.out,
+                     pcap=ns.pcap, quiet=ns.quiet,
                      size_given=ns.size is not None, size=ns.size if ns.size is not None else
                      DEF_SIZE_ATOMIC if "atomic" in ns.tool else
                      DEF_SIZE_BW if ns.tool.endswith("_bw") else DEF_SIZE_LAT)
@@ -765,7 +775,18 @@ def main(argv: list[str]) -> int:
         raise InputError("command line", "-I", f"at most the NIC's max_inline "
                          f"({profile.nic.max_inline} B on {profile.name}), got {a.inline}")
     ud_size(a, a.mtu or profile.link.mtu)
-    lines = run(a, profile)
+    from contextlib import nullcontext
+
+    from rnicsim.trace import capture, sim_progress, watch_progress
+
+    watch = nullcontext() if a.quiet else watch_progress(
+        lambda now: f"rnicsim perftest {a.tool}: {sim_progress(now, None)}")
+    with watch, capture(None, a.pcap, 0.0, float("inf")) as seen:
+        lines = run(a, profile)
+    if a.pcap:
+        print(f"rnicsim perftest: wrote {a.pcap} ({seen['packets']} packets"
+              + (f"; {seen['dropped_packets']} more left out" if seen.get("dropped_packets")
+                 else "") + ")", file=sys.stderr)
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if a.out:

@@ -1,5 +1,6 @@
 """Trace sources, one verb's timeline, Perfetto files and run capture (rnicsim.trace)."""
 import json
+import re
 
 import pytest
 
@@ -147,7 +148,7 @@ def test_tracing_and_pcap_leave_results_identical(tmp_path):
     drop = ("wall_s", "setup_s", "run_s")
     assert {k: v for k, v in plain.items() if k not in drop} == \
         {k: v for k, v in traced.items() if k not in drop}
-    assert info["events"] > 100 and info["packets"] > 10
+    assert info["events"] > 50 and info["packets"] > 10 and info["simulations"] == 2
     names = {e.get("cat") for e in json.loads((tmp_path / "t.json").read_text())
              ["traceEvents"]}
     assert {"link.tx", "nic.requester", "pcie.dma_write"} <= names
@@ -197,3 +198,39 @@ def test_trace_command_writes_a_perfetto_file(tmp_path, capsys):
     assert text.startswith("READ of 8 B, cx4-edr, node n0 -> n1, warm caches")
     doc = json.loads(out.read_text())
     assert any(e.get("cat") == "cpu.poll" for e in doc["traceEvents"])
+
+
+def test_progress_reports_simulated_time_without_changing_results():
+    """While a simulation runs, the watcher prints its simulated time against the target
+    from another thread; the results are those of a run without it."""
+    import io
+
+    from rnicsim.runner import run_point
+    from rnicsim.scenario import resolve
+    from rnicsim.trace import sim_progress, watch_progress
+
+    sc = resolve(_INCAST, "<test>")
+    plain = run_point(sc)
+    out = io.StringIO()
+    with watch_progress(lambda now: "p: " + sim_progress(now, 80_000.0), 0.001, out):
+        watched = run_point(sc)
+    drop = ("wall_s", "setup_s", "run_s")
+    assert {k: v for k, v in plain.items() if k not in drop} == \
+        {k: v for k, v in watched.items() if k not in drop}
+    lines = out.getvalue().splitlines()
+    assert lines and all(re.fullmatch(r"p: simulated [\d.]+[num]?s of 80us \(\d+%\) \(\d+s\)",
+                                      line) for line in lines), lines[:3]
+
+
+def test_sim_progress_line():
+    from rnicsim.trace import sim_progress
+
+    assert sim_progress(35_200.0, 80_000.0) == "simulated 35.2us of 80us (44%)"
+    assert sim_progress(1_500.0, None) == "simulated 1.5us"
+
+
+def test_run_quiet_prints_no_progress(tmp_path, capsys):
+    """--quiet: nothing on stderr, whatever the run's length."""
+    assert main(["run", "tests/data/tiny_sweep.yaml", "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
