@@ -95,45 +95,62 @@ def test_round_trips_and_verbs_of_one_transaction(verbs, code, renew_lock, rts, 
     assert _header(b, Y) == (0, lease(0, n), 0)
 
 
-class _Renew:
-    """Node 0 reads X, computes 20 us and writes Y (so its cts exceeds X's lease); node
-    1, if ``writer``, locks X at once, keeps it ``hold_ns`` and writes it. Each runs one
-    transaction, then idles."""
+class _Script:
+    """Each node in ``bodies`` runs its one transaction (``node -> body``), then every
+    thread idles (waits without CPU)."""
 
     tables = _table()
 
-    def __init__(self, writer: bool, hold_ns: float = 5_000.0) -> None:
-        self.writer = writer
-        self.hold_ns = hold_ns
-        self.started: set[int] = set()
+    def __init__(self, bodies: dict) -> None:
+        self.bodies = dict(bodies)
 
     def next_txn(self, rng, node, thread, co):
-        if node in self.started or node == 2 or (node == 1 and not self.writer):
-            def idle(tx):
-                yield tx.cc.sim.timeout(1e9)
-            return TxnSpec("idle", idle, True)
-        self.started.add(node)
-        if node == 1:
-            def write_x(tx):
-                v = yield from tx.read(0, X, True)
-                yield tx.cc.sim.timeout(self.hold_ns)   # waits, leaving its CPU free
-                tx.write(0, X, _Q.pack(_Q.unpack(v)[0] + 7))
-            return TxnSpec("write_x", write_x)
+        body = self.bodies.pop(node, None)
+        if body is not None:
+            return TxnSpec(f"n{node}", body)
 
-        def read_x(tx):
-            v = yield from tx.read(0, X)
-            yield tx.compute(20_000.0)
-            yield from tx.read(0, Y, True)
-            tx.write(0, Y, v)
-        return TxnSpec("read_x", read_x)
+        def idle(tx):
+            yield tx.cc.sim.timeout(1e9)
+        return TxnSpec("idle", idle, True)
+
+
+def _add_to(key: int, amount: int, before_ns: float = 0.0, hold_ns: float = 0.0):
+    """A body that waits ``before_ns``, locks ``key`` and keeps it ``hold_ns`` (waiting
+    without CPU), then adds ``amount`` to it."""
+    def body(tx):
+        if before_ns:
+            yield tx.cc.sim.timeout(before_ns)
+        v = yield from tx.read(0, key, True)
+        if hold_ns:
+            yield tx.cc.sim.timeout(hold_ns)
+        tx.write(0, key, _Q.pack(_Q.unpack(v)[0] + amount))
+    return body
+
+
+def _read_x_write_y(tx):
+    """Reads X, computes 20 us, writes X's value to Y (so cts = Y's rts + 1 exceeds X's
+    lease)."""
+    v = yield from tx.read(0, X)
+    yield tx.compute(20_000.0)
+    yield from tx.read(0, Y, True)
+    tx.write(0, Y, v)
+
+
+def _script(verbs: str, bodies: dict):
+    hist = History()
+    b = build(_PROFILE, 3, 1, _Script(bodies), _cfg(verbs), 1, history=hist,
+              kind="sundial")
+    run_txn_bench(b, 0.0, 200_000.0)
+    return b, hist
 
 
 def _renew(verbs: str, writer: bool, hold_ns: float = 5_000.0):
-    hist = History()
-    wl = _Renew(writer, hold_ns)
-    b = build(_PROFILE, 3, 1, wl, _cfg(verbs), 1, history=hist, kind="sundial")
-    run_txn_bench(b, 0.0, 200_000.0)
-    return b, hist
+    """Node 0 reads X and writes Y; node 1, if ``writer``, locks X at once, keeps it
+    ``hold_ns`` and writes it."""
+    bodies = {0: _read_x_write_y}
+    if writer:
+        bodies[1] = _add_to(X, 7, hold_ns=hold_ns)
+    return _script(verbs, bodies)
 
 
 @pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
@@ -190,3 +207,28 @@ def test_one_sided_renewal_under_a_lock_keeps_a_racy_point_serializable(renew_lo
     run_txn_bench(b, 0.0, 60_000.0, drain=True)
     assert hist.check().serializable == serializable
     assert len(hist) > 5
+
+
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+def test_an_older_writer_waits_for_a_younger_holder(verbs):
+    """Both start in the same microsecond, so node 0's transaction is the older. Node 2
+    locks X and keeps it 10 us; node 0 asks for X 3 us in, waits (one-sided: spins;
+    RPC: parked at node 1) instead of dying, and commits right after node 2."""
+    b, hist = _script(verbs, {2: _add_to(X, 1, hold_ns=10_000.0),
+                              0: _add_to(X, 10, before_ns=3_000.0)})
+    assert b.cc.stats.causes == {}
+    assert list(hist.transactions()) == [(1, [((0, X), 0)], [((0, X), 1)]),
+                                         (2, [((0, X), 1)], [((0, X), 2)])]
+    assert _Q.unpack(b.store.value_local(1, 0, 0))[0] == 11
+    assert max(b.sim.stats.hist("txn_lat").samples) > 10_000.0
+
+
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+def test_a_younger_writer_dies_at_an_older_holder(verbs):
+    """Node 0 (the older) locks X and keeps it 10 us; node 2, younger, finds it held
+    and aborts with cause lock (again on each retry while it is held), then commits."""
+    b, hist = _script(verbs, {0: _add_to(X, 10, hold_ns=10_000.0),
+                              2: _add_to(X, 1, before_ns=3_000.0)})
+    assert set(b.cc.stats.causes) == {"lock"}
+    assert list(hist.transactions()) == [(1, [((0, X), 0)], [((0, X), 1)]),
+                                         (2, [((0, X), 1)], [((0, X), 2)])]
