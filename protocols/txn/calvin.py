@@ -167,6 +167,7 @@ class _Node:
         self.run_ev = None
         self.released = None                # the scheduler waits for a lock
         self.applied: list[int] = []        # request ids in the order locks were granted
+        self.batch_sizes: dict[int, int] = {}   # requests in a batch -> epochs
 
 
 class _LogSide:
@@ -295,6 +296,7 @@ class System(TxnSystem):
             if self._stopped and self._outstanding == 0:
                 return
             batch = [nd.pending.popleft() for _ in range(min(self.batch, len(nd.pending)))]
+            nd.batch_sizes[len(batch)] = nd.batch_sizes.get(len(batch), 0) + 1
             size = len(batch) * REQ_BYTES
             # building the batch and copying it out: one memcpy of its bytes
             yield ep.compute(self.costs.copy_per_byte * (HDR_BYTES + size))

@@ -118,6 +118,23 @@ def test_every_participant_applies_the_same_order(cx4, verbs, code, bench, param
                 assert b.store.header_local(n, t.id, s)[0] == 0
 
 
+def test_a_batch_closes_at_epoch_batch_requests(cx4):
+    """Four clients on node 0 and ``epoch_batch: 2``: every batch of node 0 carries two
+    requests (the other two wait for the next epoch), nodes 1 and 2 send empty ones in
+    the same epochs."""
+    hist = History()
+    b = build(cx4, 3, 1, _ReadModifyWrite(), _cfg("one_sided", epoch_batch=2), 4,
+              history=hist, kind="calvin")
+    for key in [(1, 0), (2, 0)]:
+        b.cc.coords.pop(key)
+    run_txn_bench(b, 0.0, 40_000.0)
+    sizes = [nd.batch_sizes for nd in b.cc.nodes]
+    epochs = sizes[0].get(2, 0)
+    assert epochs > 3
+    assert sizes == [{2: epochs}, {0: epochs}, {0: epochs}]
+    assert hist.check().serializable
+
+
 def test_a_transaction_without_declared_records_is_refused(cx4):
     """CALVIN schedules by declared records: a transaction without them is a
     ValueError naming the workload and the transaction."""
