@@ -26,6 +26,8 @@ commands:
   profiles [NAME|PATH] [--json]    list NIC profiles or show one with its sources
   perftest TOOL [perftest flags] [--nic PROFILE] [--set section.param=v]
                                    perftest on two simulated hosts
+  compare MEASURED.txt [--nic PROFILE] [--set section.param=v]
+                                   real perftest output beside the same test simulated
   reproduce NAME [--size S] [--only SCENARIO]... [--jobs N | --scheduler S] [--out DIR]
                  [--resume | --force] [--json] [--profile NAME=FILE]... [--set a.b=v]...
                  [--quiet]
@@ -55,6 +57,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "trace": _lazy("rnicsim.trace", "cmd_trace"),
     "profiles": _lazy("rnicsim.commands", "cmd_profiles"),
     "perftest": _lazy("workloads.perftest", "main"),
+    "compare": _lazy("calibration.compare", "main"),
     "reproduce": _lazy("rnicsim.reproduce", "main"),
     "rdmc-schedule": _lazy("protocols.rdmc.schedule_cli", "main"),
     "check-history": _lazy("protocols.txn.history", "main"),
