@@ -59,12 +59,15 @@ class Layout:
 
     The store only sizes and places records; what the words mean is the protocol's
     (its module documents its header). OCC's is the default: lock + version, one value.
+    ``current(raw, value_size)``: the committed value in a record's bytes, for
+    :meth:`Store.value_local` (None: the value right after the 16-B header).
     """
 
     name: str = "occ"
     header: int = HEADER
     slots: int = 1
     slot_header: int = 0
+    current: Callable[[bytes, int], bytes] | None = None
 
     def record_size(self, value_size: int) -> int:
         """Bytes of one record of a table whose values are ``value_size`` [B]."""
@@ -246,7 +249,11 @@ class Store:
                                  _U64.pack(version) + value)
 
     def value_local(self, node: int, table: int, slot: int) -> bytes:
-        """The value bytes of a record (for checks after a run)."""
+        """The committed value bytes of a record (for checks after a run)."""
+        cur = self.layout.current
+        if cur is not None:
+            raw = self.mrs[node].read(self.offset(table, slot), self.rsize[table])
+            return cur(raw, self.tables[table].value_size)
         return self.read_local(node, table, slot)[2]
 
 
