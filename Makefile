@@ -7,7 +7,11 @@ STAMP   := $(VENV)/.installed
 
 .PHONY: demo test test-all bench probe clean
 
-$(STAMP): pyproject.toml
+# The compiled core (setup.py) is built by the install, so a change of a compiled module
+# or of its types (.pxd) installs again; without a build rnicsim warns and runs pure Python.
+CORE    := setup.py $(wildcard rnicsim/hw/*.pxd) $(patsubst %.pxd,%.py,$(wildcard rnicsim/hw/*.pxd))
+
+$(STAMP): pyproject.toml $(CORE)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

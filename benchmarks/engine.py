@@ -7,6 +7,10 @@ Prints one JSON object:
   ``env.timeout(1)`` in a loop) measured in the same process,
 - ``efficiency``: their ratio, which is meaningful on a shared, noisy machine where the
   absolute numbers are not,
+- ``efficiency_cpu``: the same ratio over the process's CPU time instead of wall time
+  (less sensitive to other processes on a loaded machine),
+- ``build``: ``compiled`` or ``pure-python`` (:mod:`rnicsim.hw`; ``RNICSIM_PURE_PYTHON=1``
+  forces the latter),
 - ``events_per_verb``: heap entries processed per completed verb,
 - ``peak_rss_mb``: peak resident memory of the process.
 
@@ -41,6 +45,11 @@ from workloads.microbench import Microbench, MicrobenchSpec  # noqa: E402
 
 def bare_simpy(n: int = 300_000) -> float:
     """Timeouts per wall second of the simplest SimPy process."""
+    return bare_simpy_rates(n)[0]
+
+
+def bare_simpy_rates(n: int = 300_000) -> tuple[float, float]:
+    """Timeouts per wall second and per CPU second of the simplest SimPy process."""
     env = simpy.Environment()
 
     def proc():
@@ -48,15 +57,16 @@ def bare_simpy(n: int = 300_000) -> float:
             yield env.timeout(1)
 
     env.process(proc())
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     env.run()
-    return n / (time.perf_counter() - t)
+    return n / (time.perf_counter() - t), n / (time.process_time() - c)
 
 
 def engine(verb: str, payload: int, measure_us: float,
-           calls: bool = False) -> tuple[float, float]:
-    """(verbs per wall second, heap events per verb) on the fig. 5a workload; with
-    ``calls``, (function calls per verb, heap events per verb) under cProfile."""
+           calls: bool = False) -> tuple[float, float, float]:
+    """(verbs per wall second, verbs per CPU second, heap events per verb) on the fig. 5a
+    workload; with ``calls``, (function calls per verb, 0, heap events per verb) under
+    cProfile."""
     prof = load_profile("cx4-edr")
     sim = Simulation(1)
     cluster = Cluster(sim, prof, 16, 2)
@@ -73,15 +83,15 @@ def engine(verb: str, payload: int, measure_us: float,
     if calls:
         prof = cProfile.Profile()
         prof.enable()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     sim.run(until=warm + measure_us * 1e3)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
     ops = mb.ops - ops0
     events = sim.events_scheduled - eid0
     if calls:
         prof.disable()
-        return pstats.Stats(prof).total_calls / max(1, ops), events / max(1, ops)
-    return ops / wall, events / max(1, ops)
+        return pstats.Stats(prof).total_calls / max(1, ops), 0.0, events / max(1, ops)
+    return ops / wall, ops / cpu, events / max(1, ops)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,19 +104,26 @@ def main(argv: list[str] | None = None) -> int:
                     help="count function calls per verb under cProfile instead of timing")
     a = ap.parse_args(argv)
     workload = f"fig5a {a.verb} {a.payload}B, 16 nodes x 2 NICs, 24 threads, 8x4 window"
+    import rnicsim.hw
+
+    build = "pure-python" if rnicsim.hw.PURE_PYTHON else "compiled"
     if a.calls:
-        per_verb, ev_per_verb = engine(a.verb, a.payload, a.measure_us, calls=True)
-        print(json.dumps({"workload": workload, "python_calls_per_verb": round(per_verb, 2),
+        per_verb, _, ev_per_verb = engine(a.verb, a.payload, a.measure_us, calls=True)
+        print(json.dumps({"workload": workload, "build": build,
+                          "python_calls_per_verb": round(per_verb, 2),
                           "events_per_verb": round(ev_per_verb, 2)}))
         return 0
-    simpy_rate = bare_simpy()
-    verbs_rate, ev_per_verb = engine(a.verb, a.payload, a.measure_us)
-    simpy_rate = (simpy_rate + bare_simpy()) / 2  # bracket the engine run
+    s0, c0 = bare_simpy_rates()
+    verbs_rate, verbs_cpu, ev_per_verb = engine(a.verb, a.payload, a.measure_us)
+    s1, c1 = bare_simpy_rates()
+    simpy_rate, simpy_cpu = (s0 + s1) / 2, (c0 + c1) / 2  # bracket the engine run
     out = {
         "workload": workload,
+        "build": build,
         "verbs_per_s": round(verbs_rate),
         "simpy_timeouts_per_s": round(simpy_rate),
         "efficiency": round(verbs_rate / simpy_rate, 4),
+        "efficiency_cpu": round(verbs_cpu / simpy_cpu, 4),
         "events_per_verb": round(ev_per_verb, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }

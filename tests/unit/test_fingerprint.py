@@ -8,10 +8,17 @@ refactoring of the hardware model, the verbs facade or a protocol that keeps the
 operations in the same order and the same event order keeps every hash; anything else
 changes one. When a change of the model is meant to change results, record the new hashes
 with ``python tests/unit/test_fingerprint.py`` and say in the commit why they moved.
+
+The same hashes are the contract of the compiled core (``rnicsim.hw.COMPILED``): when this
+process runs it, every case runs again in a child process with ``RNICSIM_PURE_PYTHON=1``
+and must give the stored hash there too, so both builds give byte-identical results.
 """
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -283,6 +290,34 @@ def test_results_fingerprint(name):
     assert fingerprint(row, COLUMNS[group]) == expected, name
 
 
+def _pure_python_hashes(names: list[str]) -> tuple[str, dict[str, str]]:
+    """(build, {case: hash}) of cases ``names`` computed by this file run as a script in a
+    child process with ``RNICSIM_PURE_PYTHON=1``."""
+    env = {**os.environ, "RNICSIM_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, __file__, *names], env=env, capture_output=True,
+                         text=True, timeout=600, check=True).stdout
+    build = re.search(r"^# build: (\S+)$", out, re.M)
+    assert build, out
+    return build.group(1), dict(re.findall(r'^    "(\w+)": \("\w+", "([0-9a-f]+)"\)', out,
+                                           re.M))
+
+
+# The differential test runs the cases in a few child processes (one start-up each).
+_PURE_GROUPS = [CASES[i::4] for i in range(4)]
+
+
+@pytest.mark.parametrize("names", _PURE_GROUPS, ids=[f"group{i}" for i in range(4)])
+def test_pure_python_build_gives_the_same_hashes(names):
+    """Under the compiled core, the pure-Python build gives every case's stored hash too
+    (the differential test; skipped when this process runs pure Python already, which
+    test_results_fingerprint then checks)."""
+    import rnicsim.hw
+
+    if rnicsim.hw.PURE_PYTHON:
+        pytest.skip("this process runs the pure-Python model already")
+    assert _pure_python_hashes(names) == ("pure-python", {n: EXPECTED[n][1] for n in names})
+
+
 def test_fingerprint_sees_the_last_bit_and_ignores_wall_clock():
     """One ulp in one metric changes the hash; the wall-clock columns do not count, nor
     do columns outside the ones given."""
@@ -305,6 +340,9 @@ if __name__ == "__main__":   # print the hashes of the model as it is, to paste 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import time
 
+    import rnicsim.hw
+
+    print(f"# build: {'pure-python' if rnicsim.hw.PURE_PYTHON else 'compiled'}", flush=True)
     for case in (sys.argv[1:] or CASES):
         t = time.perf_counter()
         group = EXPECTED[case][0] if case in EXPECTED else "?"

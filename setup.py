@@ -1,0 +1,67 @@
+"""Build of the compiled core: the per-verb modules listed in rnicsim/hw/__init__.py
+(COMPILED) compiled by Cython from the same .py files, typed by the .pxd beside each
+(pure-Python mode: the .py files stay the model).
+
+Floats must round exactly as in Python: no fast-math and no fused multiply-add
+contraction (-ffp-contract=off; GCC contracts by default in GNU C mode where the target
+has FMA). Without Cython or a C compiler the build still succeeds, without extensions,
+and rnicsim runs the pure-Python model (rnicsim.hw warns once). RNICSIM_PURE_PYTHON=1
+at install time builds none.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+CFLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
+
+
+def compiled_modules() -> list[str]:
+    """The names in rnicsim/hw/__init__.py's COMPILED tuple (read, not imported: the
+    package imports numpy and simpy, which the build environment lacks)."""
+    text = (HERE / "rnicsim" / "hw" / "__init__.py").read_text()
+    m = re.search(r"^COMPILED\s*=\s*\(([^)]*)\)", text, re.M)
+    return re.findall(r"\"(\w+)\"", m.group(1)) if m else []
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that leaves out what cannot be compiled instead of failing the
+    install (rnicsim then runs in pure Python and says so once)."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler, no Python headers
+            print(f"rnicsim: compiled core not built ({exc}); pure Python", file=sys.stderr)
+
+    def build_extension(self, ext) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            print(f"rnicsim: {ext.name} not compiled ({exc}); pure Python", file=sys.stderr)
+
+
+def extensions() -> list:
+    if os.environ.get("RNICSIM_PURE_PYTHON") == "1":
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        print("rnicsim: Cython not found; pure Python", file=sys.stderr)
+        return []
+    exts = [Extension(f"rnicsim.hw.{m}", [f"rnicsim/hw/{m}.py"], extra_compile_args=CFLAGS)
+            for m in compiled_modules()]
+    try:
+        return cythonize(exts, quiet=True, compiler_directives={"language_level": 3})
+    except Exception as exc:
+        print(f"rnicsim: Cython failed ({exc}); pure Python", file=sys.stderr)
+        return []
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
