@@ -379,6 +379,8 @@ class System(TxnSystem):
                            st.ring_offset(ep.node, ep.index))
 
     def _epoch_sync(self, ep, nd: _Node, epoch: int, peers: list):
+        """Tell every peer that this node has run ``epoch`` (``CALVIN_EPOCH_DONE``), then
+        wait until every peer has told this node."""
         if peers:
             w = Waiter(ep)
             if self.sync_one_sided:
@@ -397,6 +399,7 @@ class System(TxnSystem):
         nd.synced.pop(epoch, None)
 
     def _synced(self, node: int, epoch: int, src: int) -> None:
+        """``src``'s DONE for ``epoch`` is in ``node``'s memory."""
         nd = self.nodes[node]
         nd.synced.setdefault(epoch, set()).add(src)
         _fire(nd, "sync_ev")
@@ -409,6 +412,8 @@ class System(TxnSystem):
 
     # ================================================================ scheduler
     def _scheduler(self, ep, nd: _Node):
+        """Per epoch: merge every node's batch into the plan, lock the local records of
+        each transaction in plan order, dispatch it, and report the epoch run."""
         sim = self.sim
         me = ep.node
         store = self.store
