@@ -25,7 +25,6 @@ Trace sources are declared by the components that emit them (``TRACES`` of
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -35,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .errors import InputError
+from .errors import ArgumentParser, InputError
 
 # What each event stands for in a timeline (the stages of a verb, in the order they come).
 STAGES = {
@@ -364,7 +363,7 @@ def cmd_trace(argv: list[str]) -> int:
     """``rnicsim trace``: one verb's timeline (see module doc)."""
     from .profile import load_profile
 
-    ap = argparse.ArgumentParser(
+    ap = ArgumentParser(
         prog="rnicsim trace",
         description="Timeline of one verb between two idle hosts, through every stage "
                     "the model has, printed as a table [ns] and written as a Perfetto / "

@@ -234,3 +234,22 @@ def test_run_quiet_prints_no_progress(tmp_path, capsys):
     assert main(["run", "tests/data/tiny_sweep.yaml", "--out", str(tmp_path / "o"),
                  "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_run_writes_a_trace_and_a_pcap_of_one_point(tmp_path, capsys):
+    """run --trace/--pcap over one point of a sweep (chosen with --set): a Perfetto file
+    with the point's WRITEs on the links, a pcap with as many packets as the line says."""
+    t, p = tmp_path / "t.json", tmp_path / "t.pcap"
+    assert main(["run", "tests/data/tiny_sweep.yaml", "--out", str(tmp_path / "o"),
+                 "--quiet", "--set", "workload.verb=write", "--set", "workload.payload=8",
+                 "--trace", str(t), "--pcap", str(p), "--trace-window", "5us:10us"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    m = re.fullmatch(rf"traced 5us\.\.10us: {t} \((\d+) events; ui\.perfetto\.dev\), "
+                     rf"{p} \((\d+) packets; Wireshark\)", line)
+    assert m, line
+    events = json.loads(t.read_text())["traceEvents"]
+    assert len([e for e in events if e["ph"] != "M"]) == int(m.group(1))
+    assert any(e.get("cat") == "link.tx" and e["args"]["msg"].startswith("WRITE request")
+               for e in events)
+    assert all(5.0 <= e["ts"] < 10.0 for e in events if e["ph"] != "M")
+    assert p.stat().st_size > 24 and int(m.group(2)) > 0
