@@ -585,6 +585,11 @@ def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
         msg = err["msg"].replace("Value error, ", "")
         if "input" in err and typ not in ("value_error",):
             msg += f" (got {err['input']!r})"
+        # A model's own check may name the key inside the section: "section.key: what"
+        head, sep, rest = msg.partition(": ")
+        if typ == "value_error" and sep and key and head.startswith(key + ".") \
+                and " " not in head:
+            key, msg = prefix + head, rest
     return InputError(source, key, msg)
 
 
@@ -1118,13 +1123,39 @@ def points(sc: Scenario) -> list[tuple[dict[str, Any], Scenario]]:
     base.pop("sweep")
     base.pop("sweep_exclude")
     model = _rebuild()
+    # A block whose ``kind`` is swept (``protocol.kind: [nowait, mvcc]``) keeps only the
+    # keys the file set: another kind's defaults would be unknown keys of the new kind.
+    as_set = {}
+    for k in {k for c in _combos(sc) for k in c if k.endswith(".kind")}:
+        obj = sc
+        for part in k.split(".")[:-1]:
+            obj = getattr(obj, part, None)
+        if isinstance(obj, BaseModel):
+            as_set[k[:-len(".kind")]] = obj.model_dump(mode="json", exclude_unset=True)
     out = []
     for vals in _combos(sc):
         d = copy.deepcopy(base)
         for k, v in vals.items():
+            block = k[:-len(".kind")] if k.endswith(".kind") else None
+            if block in as_set and _dict_at(d, block).get("kind") != v:
+                _set_path(d, block, copy.deepcopy(as_set[block]), sc.name, block)
+        for k, v in vals.items():
             _set_path(d, k, v, sc.name, k)
-        out.append((vals, model.model_validate(d)))
+        try:
+            out.append((vals, model.model_validate(d)))
+        except ValidationError as e:
+            err = _explain(e, sc.name)
+            at = ", ".join(f"{k}={v}" for k, v in vals.items())
+            raise InputError(sc.name, f"sweep ({at})", f"{err.key}: {err.expected}") \
+                from None
     return out
+
+
+def _dict_at(d: dict, path: str) -> dict:
+    """The section at dotted ``path`` of nested dicts ``d``."""
+    for part in path.split("."):
+        d = d[part]
+    return d
 
 
 def resolved_yaml(sc: Scenario) -> str:

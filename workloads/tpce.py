@@ -202,4 +202,4 @@ def _make(params: dict, nodes: int, threads: int, clock_hz: float, coroutines: i
     return CustomerPosition(TpceSpec(**params), nodes, threads, clock_hz)
 
 
-register_benchmark("tpce", _make)
+register_benchmark("tpce", _make, declares_keys=False)

@@ -181,6 +181,12 @@ def check_scenario_point(sc, profile) -> None:
                          f"one; a file without a protocol block gets raw_verbs), got "
                          f"{kind!r}")
     PROTOCOLS[kind].config_of(sc.protocol)
+    from .registry import DECLARES_KEYS
+
+    if kind == "calvin" and sc.workload.benchmark not in DECLARES_KEYS:
+        raise ValueError(f"workload.benchmark: one whose transactions declare their keys "
+                         f"({', '.join(sorted(DECLARES_KEYS))}): CALVIN schedules a "
+                         f"transaction before it runs, got {sc.workload.benchmark!r}")
 
 
 def run_scenario_point(sc, profile) -> dict[str, float]:

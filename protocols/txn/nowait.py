@@ -28,7 +28,8 @@ Scope
     ``release``  WRITE 0 to each read-locked record          one release RPC per node
     ===========  ==========================================  ==============================
 
-    The read is the lock's (RCC fuses them), so the protocol has no separate read stage.
+    The read is the lock's (RCC fuses them): the ``read`` stage's bit is accepted, as
+    RCC's scripts set it, and changes nothing.
     A record written without being read is locked (and its header read) at commit, in
     the ``lock`` stage's verbs. Local records are locked and read by the coordinator's
     CPU. An aborted attempt unlocks what it holds without waiting (WRITE 0 or a release

@@ -27,6 +27,8 @@ class ProtocolEntry:
 
 PROTOCOLS: dict[str, ProtocolEntry] = {}
 BENCHMARKS: dict[str, Callable[..., Any]] = {}
+# Benchmarks whose transactions declare their keys before running (TxnSpec.keys)
+DECLARES_KEYS: set[str] = set()
 
 
 def register_protocol(kind: str, system, config_of, layout_of) -> None:
@@ -34,11 +36,15 @@ def register_protocol(kind: str, system, config_of, layout_of) -> None:
     PROTOCOLS[kind] = ProtocolEntry(kind, system, config_of, layout_of)
 
 
-def register_benchmark(name: str, factory: Callable[..., Any]) -> None:
+def register_benchmark(name: str, factory: Callable[..., Any],
+                       declares_keys: bool = True) -> None:
     """Add transaction benchmark ``name``: ``factory(params, nodes, threads, clock_hz,
     coroutines)`` returns the workload object (``tables``, ``next_txn``,
-    ``cpu_estimate_ns``)."""
+    ``cpu_estimate_ns``); ``declares_keys``: its transactions declare the records they
+    touch (``TxnSpec.keys``), as CALVIN needs."""
     BENCHMARKS[name] = factory
+    if declares_keys:
+        DECLARES_KEYS.add(name)
 
 
 def protocol(kind: str) -> ProtocolEntry:

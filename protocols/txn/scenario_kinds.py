@@ -159,8 +159,9 @@ class OccProtocol(BaseModel):
 
     model_config = _STRICT
     kind: Literal["occ"]
-    preset: Literal["drtmh", "drtmh-rpc-lock", "farm", "drtmr", "fasst",
-                    "hybrid-fasst"] = "drtmh"
+    # DrTM+H's system preset (default drtmh unless ``verbs`` asks for RCC's OCC)
+    preset: Optional[Literal["drtmh", "drtmh-rpc-lock", "farm", "drtmr", "fasst",
+                             "hybrid-fasst"]] = None
     execution: Optional[Mode] = None
     index_cache: Optional[bool] = None
     lock: Optional[Side] = None
@@ -205,7 +206,7 @@ class OccProtocol(BaseModel):
                  "commit", "ro_read", "ro_validate", "lock_in_execution", "log_to",
                  "no_abort", "only_execution")
         for k in drtmh:
-            if k in self.model_fields_set:
+            if getattr(self, k) is not None:
                 raise ValueError(f"protocol.{k}: a DrTM+H design key; with protocol.verbs "
                                  f"(RCC's OCC) choose the verbs per stage with "
                                  f"protocol.stages or protocol.hybrid_code instead")
@@ -247,7 +248,7 @@ def occ_config(proto: OccProtocol) -> OccConfig:
                 if getattr(proto, k) is not None}
         cfg = replace(cfg, **over)
     else:
-        cfg = preset(proto.preset, **proto.overrides())
+        cfg = preset(proto.preset or "drtmh", **proto.overrides())
     # Passive ACK piggybacks RPC replies on requests unless told otherwise.
     coalesce = cfg.passive_ack if proto.coalesce is None else proto.coalesce
     rpc = RpcConfig(transport=proto.rpc_transport, doorbell_batch=proto.doorbell_batch,
