@@ -46,6 +46,7 @@ QPN_BASE = 0x100
 ROCEV2_PORT = 4791
 _MAGIC_NS = 0xA1B23C4D
 _QKEY = 0x11111111
+_PENDING_MAX = 4096        # requests per QP whose PSN is kept for their answer
 _PKEY = 0xFFFF
 
 # IBA opcodes (vol. 1, table 38) within a transport's block: RC 0x00, UC 0x20, UD 0x60.
@@ -111,7 +112,9 @@ class PcapWriter:
         self.written = 0
         self._last: dict[str, tuple[float, float]] = {}   # link -> last booking (start, end)
         self._psn: dict[tuple[int, int], int] = {}         # (nic, qpn) -> next PSN
-        self._req_psn: dict[tuple[int, int, int], int] = {}  # (nic, qpn, seq) -> first PSN
+        # (nic, qpn) of a requester -> {seq: first PSN} of its requests still to be
+        # answered (RC) or still being sent in segments, in sending order.
+        self._req_psn: dict[tuple[int, int], dict[int, int]] = {}
         try:
             self.path.write_bytes(b"")   # refuse an unwritable path before the run
         except OSError as e:
@@ -157,17 +160,28 @@ class PcapWriter:
         n, first, total = d["npkts"], d["first"], d["total"]
         if kind == REQUEST:
             key = (src, d["src_qpn"])
+            pending = self._req_psn.setdefault(key, {})
             if first == 0:
                 psn0 = self._psn.get(key, 0)
                 uses = (-(-d["length"] // d["mtu"]) or 1) if d["op"] == READ else total
                 self._psn[key] = (psn0 + uses) & 0xFFFFFF
-                self._req_psn[(src, d["src_qpn"], d["seq"])] = psn0
+                if d["qtype"] == "RC" or n < total:
+                    pending[d["seq"]] = psn0
+                    if len(pending) > _PENDING_MAX:
+                        # Unsignaled requests answered by a coalesced ACK of a later one
+                        # are never answered themselves: forget the oldest.
+                        del pending[next(iter(pending))]
             else:
-                psn0 = self._req_psn.get((src, d["src_qpn"], d["seq"]), 0)
+                psn0 = pending.get(d["seq"], 0)
+            if d["qtype"] != "RC" and first + n >= total:
+                pending.pop(d["seq"], None)       # nothing answers UC and UD
         elif kind == CNP:
             psn0 = 0
         else:
-            psn0 = self._req_psn.get((dst, d["dst_qpn"], d["seq"]), 0)
+            pending = self._req_psn.get((dst, d["dst_qpn"]), {})
+            psn0 = pending.get(d["seq"], 0)
+            if first + n >= total:
+                pending.pop(d["seq"], None)
             if kind != RESPONSE or d["op"] != READ:
                 # An ACK, NAK or atomic ACK carries the PSN of the request's last packet.
                 req_pkts = 1 if d["op"] >= READ else max(1, -(-d["length"] // d["mtu"]))
