@@ -189,6 +189,9 @@ class PcapWriter:
         mtu = d["mtu"]
         step = (end - start) / n
         for k in range(n):
+            at = start + step * k
+            if not self.start <= at < self.end:
+                continue            # outside the window: counted (PSNs), not built
             i = first + k
             if d["payload"] and kind in (REQUEST, RESPONSE):
                 size = mtu if i < total - 1 else d["length"] - (total - 1) * mtu
@@ -196,7 +199,7 @@ class PcapWriter:
             else:
                 size = 0
             erf, frame, length = self._packet(d, kind, i, total, psn0 + i, size)
-            self._keep(start + step * k, frame, length, erf)
+            self._keep(at, frame, length, erf)
 
     # ------------------------------------------------------------------ packets
     def _packet(self, d: dict, kind: int, i: int, n: int, psn: int,
