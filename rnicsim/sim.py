@@ -127,6 +127,8 @@ class Trace:
     def __init__(self) -> None:
         self._subs: list[tuple[str, str, Callable[..., None]]] = []
         self._taps: list[tuple[Any, str]] = []
+        # (name, scope) -> the subscribers matching it: globs are matched once per pair.
+        self._route: dict[tuple[str, str], list[Callable[..., None]]] = {}
         self.enabled = False
 
     def subscribe(self, fn: Callable[[float, str, str, dict], None], name: str = "*",
@@ -136,6 +138,7 @@ class Trace:
         ``t`` is the event time [ns]. ``fn`` must only observe: results are the same with
         or without subscribers."""
         self._subs.append((name, scope, fn))
+        self._route.clear()
         if not self.enabled:
             self.enabled = True
             for obj, sc in self._taps:
@@ -156,9 +159,13 @@ class Trace:
 
     def emit(self, now: float, name: str, scope: str, **data: Any) -> None:
         """Deliver an event at ``now`` [ns] to the matching subscribers."""
-        for pat_n, pat_s, fn in self._subs:
-            if fnmatch.fnmatchcase(name, pat_n) and fnmatch.fnmatchcase(scope, pat_s):
-                fn(now, name, scope, data)
+        fns = self._route.get((name, scope))
+        if fns is None:
+            fns = self._route[name, scope] = [
+                fn for pat_n, pat_s, fn in self._subs
+                if fnmatch.fnmatchcase(name, pat_n) and fnmatch.fnmatchcase(scope, pat_s)]
+        for fn in fns:
+            fn(now, name, scope, data)
 
 
 # Functions called with every new Simulation (see `observe_simulations`).
