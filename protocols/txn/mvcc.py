@@ -274,39 +274,43 @@ class System(TxnSystem):
 
     # ================================================================ one attempt
     def attempt(self, tx: Txn, owner: int):
-        sim = self.sim
         spec = tx.spec
         tx.owner = owner
         tx.ts = self.timestamp(owner)
-        for k in self.STAGES:
-            tx.phases[k] = 0.0
+        tx.phases = dict.fromkeys(self.STAGES, 0.0)
+        ep = tx.ep
         if spec.phase_ns[0]:
-            yield tx.ep.compute(spec.phase_ns[0])
+            yield ep.compute(spec.phase_ns[0])
         yield from self.run_body(tx)
         recs = list(tx.recs.values())
         writes = [r for r in recs if r.new is not None]
         if spec.phase_ns[1]:
-            yield tx.ep.compute(spec.phase_ns[1])
+            yield ep.compute(spec.phase_ns[1])
         for r in writes:
             if not r.locked:
                 yield from self.lock_record(tx, r, read=False)
-        t = sim.now
         if writes:
-            if spec.phase_ns[2]:
-                yield tx.ep.compute(spec.phase_ns[2])
-            yield from self.repl.log(tx, writes, self.how("log"),
-                                     [r.aux.install for r in writes])
+            yield from self.timed(tx, "log", self.log(tx, writes))
         self.record(tx)
-        now = sim.now
-        tx.phases["log"] = now - t
-        t = now
         if spec.phase_ns[3]:
-            yield tx.ep.compute(spec.phase_ns[3])
-        yield from self.commit_writes(tx, writes)
-        now = sim.now
-        tx.phases["commit"] = now - t
-        yield from self.unlock(tx, [r for r in recs if r.locked])
-        tx.phases["release"] = sim.now - now
+            yield ep.compute(spec.phase_ns[3])
+        yield from self.timed(tx, "commit", self.commit_writes(tx, writes))
+        yield from self.timed(tx, "release",
+                              self.unlock(tx, [r for r in recs if r.locked]))
+
+    def timed(self, tx: Txn, stage: str, steps):
+        """Run ``steps`` (a generator) and add the time it takes to ``stage``; returns
+        its result."""
+        t = self.sim.now
+        res = yield from steps
+        tx.phases[stage] += self.sim.now - t
+        return res
+
+    def log(self, tx: Txn, writes: list[Rec]):
+        """Replicate the log of ``writes`` with the counts they install."""
+        if tx.spec.phase_ns[2]:
+            yield tx.ep.compute(tx.spec.phase_ns[2])
+        yield from self.repl.log(tx, writes, self.how("log"), [r.aux.install for r in writes])
 
     def record(self, tx: Txn) -> None:
         """The history entry: reads with the count of the version read, writes with the
@@ -338,27 +342,23 @@ class System(TxnSystem):
     def read_record(self, tx: Txn, r: Rec):
         """Read the newest version of ``r`` below ``tx.ts`` (count and value into ``r``)
         and raise its rts to ``tx.ts``."""
-        t = self.sim.now
-        ep = tx.ep
-        if r.node == ep.node:
-            yield ep.compute(self.costs.local_access)
-            res = self.owner.read(r.node, r.table, r.slot, tx.ts)
-        elif self.how("read") == "one_sided":
-            res = yield from self._read_one_sided(tx, r)
-        else:
-            self.access.lookup(tx)
-            w = yield from self.access.round_trip(
-                tx, calls=[(r.node, H_READ, (r.table, r.slot, tx.ts), KEY_BYTES + 8)])
-            res = w.replies[0]
-        tx.phases["read"] += self.sim.now - t
-        status, count, value = res
+        status, count, value = yield from self.timed(tx, "read", self._read(tx, r))
         if status != OK:
             raise Abort(status)
         r.version, r.value = count, value
 
-    def _read_one_sided(self, tx: Txn, r: Rec):
+    def _read(self, tx: Txn, r: Rec):
+        """(status, count, value) of the read of ``r`` in the ``read`` stage's verbs."""
+        ep = tx.ep
+        if r.node == ep.node:
+            yield ep.compute(self.costs.local_access)
+            return self.owner.read(r.node, r.table, r.slot, tx.ts)
         A = self.access
         A.lookup(tx)
+        if self.how("read") == "rpc":
+            w = yield from A.round_trip(
+                tx, calls=[(r.node, H_READ, (r.table, r.slot, tx.ts), KEY_BYTES + 8)])
+            return w.replies[0]
         st = self.store
         ts = tx.ts
         hl = WTS + 8 * self.v
@@ -391,21 +391,8 @@ class System(TxnSystem):
     def lock_record(self, tx: Txn, r: Rec, read: bool):
         """Lock ``r`` for a write and read its newest version (into ``r`` if ``read``:
         the body reads it); ``r.aux`` gets the slot and count to install."""
-        t = self.sim.now
-        ep = tx.ep
-        if r.node == ep.node:
-            yield ep.compute(self.costs.local_access)
-            res = self.owner.lock(r.node, r.table, r.slot, tx.ts, False)
-        elif self.how("lock") == "one_sided":
-            res = yield from self._lock_one_sided(tx, r)
-        else:
-            self.access.lookup(tx)
-            w = yield from self.access.round_trip(
-                tx, calls=[(r.node, H_LOCK, (r.table, r.slot, tx.ts, self._whole),
-                            KEY_BYTES + 8)])
-            res = w.replies[0]
-        tx.phases["lock"] += self.sim.now - t
-        status, later, count, value, held = res
+        status, later, count, value, held = yield from self.timed(tx, "lock",
+                                                                  self._lock(tx, r))
         if status == "locked":
             r.locked = True       # the owner's re-check failed while holding the lock
             status = "timestamp"
@@ -416,9 +403,20 @@ class System(TxnSystem):
         if read:
             r.version, r.value = count, value
 
-    def _lock_one_sided(self, tx: Txn, r: Rec):
+    def _lock(self, tx: Txn, r: Rec):
+        """(status, later, count, value, held) of the lock-read of ``r`` in the ``lock``
+        stage's verbs (status ``locked``: refused after locking, the lock is held)."""
+        ep = tx.ep
+        if r.node == ep.node:
+            yield ep.compute(self.costs.local_access)
+            return self.owner.lock(r.node, r.table, r.slot, tx.ts, False)
         A = self.access
         A.lookup(tx)
+        if self.how("lock") == "rpc":
+            w = yield from A.round_trip(
+                tx, calls=[(r.node, H_LOCK, (r.table, r.slot, tx.ts, self._whole),
+                            KEY_BYTES + 8)])
+            return w.replies[0]
         st = self.store
         ts = tx.ts
         w = yield from A.round_trip(tx, [(r.node, [A.read_wr(tx, r, 0, WTS + 8 * self.v,
@@ -446,7 +444,6 @@ class System(TxnSystem):
     def commit_writes(self, tx: Txn, writes: list[Rec]):
         """Install every written record as a new version and unlock it."""
         ep = tx.ep
-        pa = self.cfg.passive_ack
         remote = []
         for r in writes:
             r.locked = False
@@ -460,35 +457,24 @@ class System(TxnSystem):
         if not remote:
             return
         A = self.access
+        posts, calls = [], []
         if self.how("commit") == "one_sided":
             vs = self.store.tables
-            posts = []
             for r in remote:
                 h = r.aux
                 raw = h.raw
                 raw[WTS + 8 * h.victim:WTS + 8 * h.victim + 8] = pack_u64(tx.ts)
                 o = _slot_offset(self.v, vs[r.table].value_size, h.victim)
                 raw[o:o + 8 + len(r.new)] = pack_u64(h.install) + r.new
-                wv = A.write_wr(r, WTS, bytes(raw[WTS:]), False)
-                wu = A.write_wr(r, 0, ZERO8, not pa, r)
-                if pa:
-                    A.post_nowait(tx, r.node, [wv, wu])
-                else:
-                    posts.append((r.node, [wv, wu]))
-            if posts:
-                yield from A.round_trip(tx, posts)
+                posts.append((r.node, [A.write_wr(r, WTS, bytes(raw[WTS:]), False),
+                                       A.write_wr(r, 0, ZERO8, True, r)]))
         else:
-            calls = []
             for n, rs in self.group(remote).items():
                 items = [(r.table, r.slot, r.aux.victim, r.aux.install, tx.ts, r.new)
                          for r in rs]
                 ln = sum(KEY_BYTES + 2 + 8 + VER_BYTES + len(r.new) for r in rs)
-                if pa:
-                    A.send_nowait(tx, n, H_UPDATE, items, ln)
-                else:
-                    calls.append((n, H_UPDATE, items, ln))
-            if calls:
-                yield from A.round_trip(tx, calls=calls)
+                calls.append((n, H_UPDATE, items, ln))
+        yield from self.send(tx, posts, calls)
 
     def unlock(self, tx: Txn, recs: list[Rec]):
         """Unlock ``recs`` (``release`` stage verbs) and wait for the acknowledgements,
@@ -504,22 +490,26 @@ class System(TxnSystem):
         if not remote:
             return
         A = self.access
-        wait = not self.cfg.passive_ack
         if self.how("release") == "one_sided":
-            posts = [(r.node, [A.write_wr(r, 0, ZERO8, wait, r)]) for r in remote]
-            if wait:
-                yield from A.round_trip(tx, posts)
-            else:
-                for n, wrs in posts:
-                    A.post_nowait(tx, n, wrs)
+            posts = [(r.node, [A.write_wr(r, 0, ZERO8, True, r)]) for r in remote]
+            yield from self.send(tx, posts, [])
         else:
-            calls = [(n, H_RELEASE, [(r.table, r.slot) for r in rs],
-                      len(rs) * (KEY_BYTES + 8)) for n, rs in self.group(remote).items()]
-            if wait:
-                yield from A.round_trip(tx, calls=calls)
-            else:
-                for c in calls:
-                    A.send_nowait(tx, *c)
+            yield from self.send(tx, [], [
+                (n, H_RELEASE, [(r.table, r.slot) for r in rs], len(rs) * (KEY_BYTES + 8))
+                for n, rs in self.group(remote).items()])
+
+    def send(self, tx: Txn, posts: list, calls: list):
+        """Post ``posts`` and call ``calls`` (as :meth:`Access.round_trip`) and wait for
+        them in one round trip; with passive ACK, send them without waiting."""
+        A = self.access
+        if not self.cfg.passive_ack:
+            if posts or calls:
+                yield from A.round_trip(tx, posts, calls)
+            return
+        for n, wrs in posts:
+            A.post_nowait(tx, n, wrs)
+        for c in calls:
+            A.send_nowait(tx, *c)
 
     # ================================================================ owner side
     def register(self, ep: Endpoint) -> None:
