@@ -41,11 +41,13 @@ STAGES = {
     "cpu.wqe_build": "CPU builds the WQE",
     "cpu.mmio": "CPU rings the doorbell (MMIO stores)",
     "pcie.mmio": "doorbell / BlueFlame WQE crosses PCIe",
+    "nic.wqe_fetch": "NIC fetches the WQEs (DMA read)",
     "nic.doorbell": "WQEs on the NIC",
     "pcie.read_request": "DMA read request (PCIe up)",
     "pcie.read_completion": "DMA read data (PCIe down)",
     "nic.qpc_hit": "QP context cached",
     "nic.qpc_miss": "QP context fetched",
+    "nic.mtt_lookup": "address translation",
     "nic.mtt_miss": "translation fetched",
     "nic.requester": "requester PU processes the WQE",
     "nic.tx": "message to the wire",
@@ -110,13 +112,13 @@ def _detail(name: str, d: dict, t0: float = 0.0) -> str:
                  .strip(), f"{d['npkts']} pkt", f"to nic{d['dst']} qp{d['dst_qpn']}"]
     elif name in ("nic.responder", "nic.completer"):
         parts.append(_KINDS[d["kind"]])
-    for k in ("qpn", "bytes", "wqes", "cqes", "wait", "lands", "prio"):
+    for k in ("qpn", "bytes", "wqes", "pages", "cqes", "wait", "lands", "ready", "prio"):
         if k in d and d[k] is not None:
             v = d[k]
-            if k in ("wait", "lands"):
+            if k in ("wait", "lands", "ready"):
                 if k == "wait" and v <= 0:
                     continue
-                parts.append(f"{k} {v - t0 if k == 'lands' else v:.1f} ns")
+                parts.append(f"{k} {v if k == 'wait' else v - t0:.1f} ns")
             else:
                 parts.append(f"{k} {v}")
     return ", ".join(parts)

@@ -28,7 +28,9 @@ another thread costs ``uar_lock`` (the lock's cache line moves between cores). W
 
 Traces (scope the posting thread, e.g. ``n0/t0``): ``cpu.wqe_build`` (building the WQEs
 of one ``post_send``; ``wqes``, ``bytes``), ``cpu.mmio`` (the doorbell or BlueFlame
-stores, with a shared register's lock; ``blueflame``), each lasting until ``end`` [ns].
+stores, with a shared register's lock; ``blueflame``), each lasting until ``end`` [ns];
+``nic.wqe_fetch`` (scope the NIC: after a plain doorbell, the NIC reads the WQEs over
+PCIe, until they are in).
 """
 from __future__ import annotations
 
@@ -490,7 +492,11 @@ class QueuePair:
         if blueflame:
             t_nic = pcie.mmio(t, size)
         else:
-            t_nic = pcie.dma_read(pcie.mmio(t, 8), size)
+            t_db = pcie.mmio(t, 8)
+            t_nic = pcie.dma_read(t_db, size)
+            if sim.trace.enabled:
+                sim.trace.emit(t_db, "nic.wqe_fetch", nic.name, end=t_nic, wqes=n,
+                               bytes=size)
         hw = self._hw
         if t_nic < hw.db_ready:      # the NIC takes a QP's doorbells in posting order
             t_nic = hw.db_ready

@@ -13,7 +13,8 @@ Scope
 
 Traces
     ``nic.qpc_hit`` (instant), ``nic.qpc_miss`` (scope ``<nic>/qpc``, until the context
-    is in [ns]), ``nic.mtt_miss`` (scope ``<nic>/mtt``, until the translation is in).
+    is in [ns]), ``nic.mtt_lookup`` (scope ``<nic>/mtt``: a buffer's pages translated,
+    ``ready`` [ns] when all are), ``nic.mtt_miss`` (until that page's translation is in).
 
 Params (profile ``nic``): ``qp_cache_entries``, ``qp_context_size`` [B],
 ``mtt_cache_entries``, ``mtt_entry_size`` [B].
@@ -79,6 +80,9 @@ class ContextCaches:
                                         rkey=rkey, page=page)
                 if r > t:
                     t = r
+        if self.sim.trace.enabled:
+            self.sim.trace.emit(t0, "nic.mtt_lookup", f"{self.name}/mtt", rkey=rkey,
+                                pages=last - first + 1, ready=t)
         if len(ready) > self._mtt_ready_max:
             now = self.sim.now
             for k in [k for k, v in ready.items() if v <= now]:

@@ -48,7 +48,8 @@ Traces
     Scope ``<nic>`` or ``<nic>/<unit>`` (``pu<k>``, ``qpc``, ``mtt``, ``atomic``); those
     with an end time last from their time to ``end`` [ns] (see :data:`Rnic.TRACES`):
     ``nic.doorbell``, ``nic.requester``, ``nic.responder``, ``nic.completer``,
-    ``nic.qpc_hit``, ``nic.qpc_miss``, ``nic.mtt_miss``, ``nic.atomic``, ``nic.tx``,
+    ``nic.wqe_fetch``, ``nic.qpc_hit``, ``nic.qpc_miss``, ``nic.mtt_lookup``,
+    ``nic.mtt_miss``, ``nic.atomic``, ``nic.tx``,
     ``nic.cqe``, ``nic.ud_drop``, ``nic.qp_error``. Its PCIe attachment and the links
     emit their own (:mod:`rnicsim.hw.pcie`, :mod:`rnicsim.hw.link`).
 
@@ -87,6 +88,8 @@ class Rnic(Requester, Responder, Completer, ProcessingUnits, ContextCaches, Atom
         "nic.completer": "a PU serves an arriving response, ACK or NAK (span)",
         "nic.qpc_hit": "a QP's context is in the NIC's cache (qpn)",
         "nic.qpc_miss": "a QP's context is fetched over PCIe (span on <nic>/qpc; qpn)",
+        "nic.wqe_fetch": "after a plain doorbell, the NIC reads the WQEs over PCIe (span)",
+        "nic.mtt_lookup": "a buffer's pages are translated (on <nic>/mtt; ready [ns])",
         "nic.mtt_miss": "a page translation is fetched over PCIe (span on <nic>/mtt)",
         "nic.atomic": "the atomic unit executes a CAS or FAA (span on <nic>/atomic)",
         "nic.tx": "a message (or a segment of one) goes to the wire: its headers' fields",

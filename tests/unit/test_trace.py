@@ -51,6 +51,7 @@ def test_a_warm_read_timeline_is_every_stage_at_its_hand_computed_time():
     t += l.propagation
     instant("nic.qpc_hit", "n1/nic0/qpc", t)
     t = span("nic.responder", "n1/nic0/pu1", t, n.responder["read"])
+    instant("nic.mtt_lookup", "n1/nic0/mtt", t)               # the page is cached
     t = span("pcie.read_request", "n1/nic0/pcie/up", t, ser(pc.tlp_overhead, pc.rate))
     t = span("pcie.read_completion", "n1/nic0/pcie/down", t + pc.latency,
              ser(8 + pc.tlp_overhead, pc.rate)) + pc.latency
@@ -76,7 +77,8 @@ def test_a_warm_read_timeline_is_every_stage_at_its_hand_computed_time():
 
 def test_a_cold_read_fetches_the_context_and_the_translation_over_pcie():
     """The first READ of a QP misses the QP-context cache on both NICs and the
-    responder's translation cache: each miss is a span lasting a PCIe read."""
+    responder's translation cache: each miss is a span lasting a PCIe read, and the
+    translation is ready when its entry is in."""
     p = load_profile("cx4-edr")
     events, _ = timeline(p, "read", 8, cold=True)
     names = [(name, scope) for _t, name, scope, _d in events]
@@ -85,6 +87,25 @@ def test_a_cold_read_fetches_the_context_and_the_translation_over_pcie():
     assert ("nic.mtt_miss", "n1/nic0/mtt") in names
     miss = next(d for _t, name, _s, d in events if name == "nic.qpc_miss")
     assert miss["end"] > _t_of(events, "nic.qpc_miss")
+    mtt = next(d for _t, name, _s, d in events if name == "nic.mtt_miss")
+    lookup = next(d for _t, name, _s, d in events if name == "nic.mtt_lookup")
+    assert lookup["ready"] == mtt["end"] and lookup["pages"] == 1
+
+
+def test_a_plain_doorbell_makes_the_nic_fetch_the_wqe():
+    """Without BlueFlame the CPU stores an 8-B doorbell and the NIC reads the 64-B WQE:
+    the fetch lasts a PCIe read round trip from the doorbell's landing, and the WQEs are
+    on the NIC when it ends."""
+    p = load_profile("cx4-edr").with_overrides({"nic.blueflame_size": 0})
+    pc = p.pcie
+    events, t0 = timeline(p, "read", 8)
+    mmio = next(d for t, name, _s, d in events if name == "pcie.mmio")
+    assert mmio["bytes"] == 8
+    fetch = next((t, d) for t, name, _s, d in events if name == "nic.wqe_fetch")
+    assert fetch[0] == pytest.approx(mmio["lands"])
+    assert fetch[1]["end"] - fetch[0] == pytest.approx(
+        ser(pc.tlp_overhead, pc.rate) + 2 * pc.latency + ser(64 + pc.tlp_overhead, pc.rate))
+    assert _t_of(events, "nic.doorbell") == pytest.approx(fetch[1]["end"])
 
 
 def _t_of(events, name):
@@ -109,7 +130,7 @@ def test_perfetto_has_one_track_per_unit_and_spans_in_microseconds():
     procs = {e["args"]["name"] for e in meta if e["name"] == "process_name"}
     tracks = {e["args"]["name"] for e in meta if e["name"] == "thread_name"}
     assert procs == {"node n0", "node n1", "fabric"}
-    assert {"t0", "nic0/pcie/down", "nic0/pcie/up", "nic0/pu1", "nic0/qpc", "nic0",
+    assert {"t0", "nic0/pcie/down", "nic0/pcie/up", "nic0/pu1", "nic0/qpc", "nic0/mtt", "nic0",
             "nic0->sw0", "sw0->nic1", "nic1->sw0", "sw0->nic0", "nic0/cq"} == tracks
     build = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu.wqe_build")
     assert build["ph"] == "X" and build["dur"] == pytest.approx(0.025)
