@@ -218,13 +218,12 @@ def role_conflict(c, profile) -> str | None:
         return None
     mine = _figures(c.source)
     for key, src, ids, figs in citations(profile):
-        hit = c.claim in ids or any(
-            p == q and n == m and (a == b or not a or not b)
-            for p, n, a in figs for q, m, b in mine)
-        if hit:
+        same = sorted(f"{q} fig. {m}{b}" for p, n, a in figs for q, m, b in mine
+                      if p == q and n == m and (a == b or not a or not b))
+        if c.claim in ids or same:
+            what = f"claim {c.claim}" if c.claim in ids else same[0]
             return (f"role calibration: parameter {key} of profile {profile.name} cites "
-                    f"this check's {'claim' if c.claim in ids else 'figure'} "
-                    f"(source: {src[:100]}{'...' if len(src) > 100 else ''})")
+                    f"{what} (its source: {src[:80]}{'...' if len(src) > 80 else ''})")
     return None
 
 

@@ -1,8 +1,8 @@
 """The ``rnicsim`` command line.
 
-Subcommands: ``run``, ``trace``, ``validate``, ``profiles``, ``perftest``, ``reproduce``,
-``rdmc-schedule``, ``check-history``, ``calibrate``. Bad input exits 2 with a message
-naming the file, key path and what was expected (see :mod:`rnicsim.errors`).
+Subcommands: ``run``, ``trace``, ``validate``, ``profiles``, ``perftest``, ``compare``,
+``reproduce``, ``rdmc-schedule``, ``check-history``, ``calibrate``. Bad input exits 2 with a
+message naming the file, key path and what was expected (see :mod:`rnicsim.errors`).
 
 Commands that belong to protocol or calibration packages are imported lazily, inside
 their handler, so the kernel never imports the layers below it at import time.

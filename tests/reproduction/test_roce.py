@@ -1,9 +1,9 @@
-"""Seed 002 (RoCE cluster configuration) findings E1-E9 from mechanism.
+"""RoCE cluster configuration (seed 002) findings E1-E9 from mechanism.
 
-The default run checks, at each scenario's ``demo`` size, the claim checks the model
-reproduces (listed in HOLDS by claim id and note); the others are known gaps, reported by
-``rnicsim reproduce roce`` and in docs/model.md, and checked here to stay reported (they
-are evaluated, not asserted). Marker ``repro``: the same at full size.
+Every claim check of the six scenarios is asserted, at each scenario's ``demo`` size: the
+ones the model reproduces hold, and the known gaps (KNOWN_GAPS, each with its measured
+cause in docs/model.md, "RoCE gaps") fail, so a gap that closes fails the test until the
+list is updated. Marker ``repro``: the same at full size.
 """
 from pathlib import Path
 
@@ -17,28 +17,32 @@ ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "roce"
 SCENARIOS = ["fig1_latency", "fig2_throughput", "fig3_latency_cpu_contention",
              "fig4_throughput_cpu_contention", "fig5_background_flows", "jumbo_frames"]
 
-# (scenario, claim, start of the note) of the checks the model reproduces.
-HOLDS = {
-    ("fig1_latency", "E2", "READ-Poll under half of READ-Intr"),
-    ("fig1_latency", "E3", "latency minus wire time grows >10%"),   # 1.102: SEND/SEND-Intr
-    ("fig2_throughput", "E4", "READ beats the SEND/SEND"),
-    ("fig2_throughput", "E4", "polling vs interrupts barely matters"),
-    ("fig2_throughput", "E5", "larger objects favour the compound read"),
-    ("fig2_throughput", "E6", "READ p90 <= 34 us"),
-    ("fig2_throughput", "E6", "WRITE/SEND-Poll p90 ~45 us"),
-    ("fig2_throughput", "E6", "READ p90 ~830 us"),
-    ("fig3_latency_cpu_contention", "E7", "small payloads: READ latency no longer depends"),
-    ("fig3_latency_cpu_contention", "E7", "local-CPU verb (READ-Intr)"),
-    ("fig3_latency_cpu_contention", "E7", "local-CPU verb (READ-Poll)"),
-    ("fig4_throughput_cpu_contention", "E7", "READ-Intr above WRITE/SEND-Poll"),
-    ("fig4_throughput_cpu_contention", "E7", "READ-Intr above SEND/SEND-Intr"),
-    ("fig4_throughput_cpu_contention", "E7", "READ-Intr above READ-Poll"),
-    ("fig4_throughput_cpu_contention", "E7", "small messages: polling and interrupts"),
-    ("fig5_background_flows", "E8", "READ throughput"),
-    ("fig5_background_flows", "E8", "WRITE/SEND throughput"),
-    ("fig5_background_flows", "E8", "SEND/SEND throughput"),
-    ("jumbo_frames", "E9", "jumbo frames buy little throughput"),
-    ("jumbo_frames", "E9", "jumbo frames raise tail latency markedly"),
+# (scenario, start of the note) of the checks the model does not reproduce, with the
+# measured value at demo size and, in a word, why (docs/model.md, "RoCE gaps").
+KNOWN_GAPS = {
+    # the compound read costs the model ~0.75 us more than a READ; the paper needs ~2.5
+    ("fig1_latency", "WRITE/SEND-Poll ~ READ-Intr"): "0.48",
+    ("fig1_latency", "SEND/SEND-Intr ~2x WRITE/SEND-Poll"): "3.53",
+    ("fig1_latency", "READ-Poll under half of WRITE/SEND-Poll"): "0.82",
+    ("fig2_throughput", "<= 64 B: two dependent READs beat"): "0.63",
+    # READ-Intr's interrupt path is below the ~11 us its flat excess needs
+    ("fig1_latency", "READ-Intr: latency minus wire time about flat"): "1.13",
+    # line-rate bound at every size (86 B of framing per response), which E6 requires
+    ("fig2_throughput", "READ message-rate bound at <= 256 B"): "0.65",
+    # fig. 2 and fig. 4 are line-rate bound for every method: the methods tie (< 2%)
+    ("fig2_throughput", "READ beats the WRITE/SEND compound read"): "1.004",
+    ("fig2_throughput", "READ beats the SEND/SEND compound read"): "1.004",
+    ("fig4_throughput_cpu_contention", "READ-Intr above WRITE/SEND-Poll"): "1.017",
+    ("fig4_throughput_cpu_contention", "READ-Intr above SEND/SEND-Intr"): "1.002",
+    ("fig4_throughput_cpu_contention", "READ-Intr above READ-Poll"): "1.002",
+    # 256 reads outstanding at line rate: 71.7 us at 256 B by Little's law
+    ("fig2_throughput", "WRITE/SEND-Poll p90 ~45 us up to 256 B"): "71.7 us",
+    # every request of a saturated point sees the same latency (p90 = mean)
+    ("fig2_throughput", "READ-Intr p90 > 500 us at 1 KiB"): "227 us",
+    ("fig2_throughput", "WRITE/SEND p90 2.8 ms at 4 KiB"): "858 us",
+    ("fig2_throughput", "SEND/SEND p90 3.8 ms at 4 KiB"): "858 us",
+    # per-message transmit arbitration: the MTU alone does not move the tail
+    ("jumbo_frames", "jumbo frames raise tail latency markedly"): "0.94",
 }
 
 
@@ -48,27 +52,39 @@ def _claims(name: str, size: str) -> list[dict]:
     return evaluate(sc.expected, run_points(sc, jobs=1, progress=False))
 
 
+def _gap(name: str, c: dict) -> bool:
+    return any(s == name and c["note"].startswith(n) for s, n in KNOWN_GAPS)
+
+
 def _check(name: str, size: str) -> None:
     claims = _claims(name, size)
     assert claims, "the scenario declares claim checks"
-    mine = [c for c in claims if any(name == s and c["claim"] == k and c["note"].startswith(n)
-                                     for s, k, n in HOLDS)]
-    assert len(mine) == sum(1 for s, _k, _n in HOLDS if s == name)
     bad = [f"{c['claim']} ({c['note']}): published {c['published']}, measured "
-           f"{c['measured']:.3g}" for c in mine if not c["holds"]]
+           f"{c['measured']:.3g}" for c in claims if not _gap(name, c) and not c["holds"]]
+    closed = [f"{c['claim']} ({c['note']}): measured {c['measured']:.3g}"
+              for c in claims if _gap(name, c) and c["holds"] is not False]
     assert not bad, "findings that no longer hold:\n" + "\n".join(bad)
+    assert not closed, "known gaps that now hold (update KNOWN_GAPS):\n" + "\n".join(closed)
+
+
+def test_known_gaps_name_one_check_each():
+    """Each KNOWN_GAPS entry starts the note of exactly one check of its scenario (an entry
+    that names none, e.g. after a note was reworded, would excuse nothing); nothing runs."""
+    for name, start in KNOWN_GAPS:
+        notes = [c.note for c in load_scenario(ROOT / f"{name}.yaml").expected]
+        assert sum(n.startswith(start) for n in notes) == 1, (name, start)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_reproduced_findings_hold_at_demo_size(name):
-    """Every claim check the model reproduces holds on the demo sweep."""
+def test_claim_checks_at_demo_size(name):
+    """Every claim check holds on the demo sweep but the known gaps, which fail."""
     _check(name, "demo")
 
 
 @pytest.mark.repro
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_reproduced_findings_hold_at_full_size(name):
-    """Every claim check the model reproduces holds on the full sweep."""
+def test_claim_checks_at_full_size(name):
+    """Every claim check holds on the full sweep but the known gaps, which fail."""
     _check(name, "full")
 
 
