@@ -8,6 +8,12 @@ scenarios stretch it so that it is in steady state), ``simpy_timeouts_per_s`` (b
 ``throughput_mtxns`` (simulated), ``peak_rss_mb``.
 
 Usage: ``python benchmarks/txn.py [--nodes 16] [--measure-us US] [--bench tpcc smallbank]``.
+
+``--protocols [KIND ...]`` instead runs RCC's six protocols (default all), each over RPC
+and over one-sided verbs, on one YCSB point as RCC's EDR runs configure it (8 nodes of
+ConnectX-4 EDR, 10 threads x 10 coroutines, 10 keys, 20 % writes, 5 us of computation),
+each point in a child process of its own so that ``peak_rss_mb`` is that point's peak
+(the child starts from the parent's few tens of MB of imports).
 """
 from __future__ import annotations
 
@@ -47,6 +53,58 @@ def one(bench: str, nodes: int, measure_us: float) -> dict:
             "throughput_mtxns": round(m["throughput_mtxns"], 3)}
 
 
+PROTOCOLS = ("nowait", "waitdie", "occ", "mvcc", "sundial", "calvin")
+
+
+def one_protocol(kind: str, verbs: str, nodes: int, measure_us: float, out) -> None:
+    """Build and run one YCSB point of protocol ``kind``; put its speed numbers on
+    ``out`` (a queue: this runs in a child process)."""
+    from protocols.txn import scenario_kinds as sk
+    from protocols.txn.registry import protocol
+
+    prof = load_profile("cx4-edr")
+    threads, coros = 10, 10
+    t0 = time.perf_counter()
+    wl = make_workload("ycsb", {}, nodes, threads, prof.host.clock, coros)
+    block = (sk.OccProtocol if kind == "occ" else
+             {"nowait": sk.NowaitProtocol, "waitdie": sk.WaitdieProtocol,
+              "mvcc": sk.MvccProtocol, "sundial": sk.SundialProtocol,
+              "calvin": sk.CalvinProtocol}[kind])(kind=kind, verbs=verbs)
+    cfg = protocol(kind).config_of(block)
+    b = build(prof, nodes, threads, wl, cfg, coros, kind=kind)
+    t1 = time.perf_counter()
+    warm, measure = stretch_window(wl, coros, 100_000.0, measure_us * 1e3)
+    m = run_txn_bench(b, warm, measure)
+    wall = time.perf_counter() - t1
+    out.put({"protocol": kind, "verbs": verbs, "nodes": nodes,
+             "setup_s": round(t1 - t0, 2), "run_s": round(wall, 2),
+             "measure_us": round(measure / 1e3, 1), "committed": m.get("committed"),
+             "txns_per_wall_s": round((m.get("committed") or 0) / wall, 1),
+             "throughput_mtxns": round(m["throughput_mtxns"], 3),
+             "events": b.sim.events_scheduled,
+             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                                  1)})
+
+
+def protocols_main(kinds: list[str], nodes: int, measure_us: float) -> int:
+    """Print one JSON line per protocol and form, with bare SimPy of the same run."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    simpy_rate = bare_simpy()
+    for kind in kinds:
+        for verbs in ("rpc", "one_sided"):
+            q = ctx.Queue()
+            p = ctx.Process(target=one_protocol, args=(kind, verbs, nodes, measure_us, q))
+            p.start()
+            r = q.get()
+            p.join()
+            r["simpy_timeouts_per_s"] = round(simpy_rate)
+            r["efficiency"] = round(r["txns_per_wall_s"] / simpy_rate, 6)
+            print(json.dumps(r), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its JSON lines."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,7 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure-us", type=float, default=None,
                     help="measured window (default: 400 for tpcc, 50 for smallbank)")
     ap.add_argument("--bench", nargs="+", default=["tpcc", "smallbank"])
+    ap.add_argument("--protocols", nargs="*", choices=PROTOCOLS, default=None,
+                    help="RCC's protocols on a YCSB point instead (none named: all six)")
     a = ap.parse_args(argv)
+    if a.protocols is not None:
+        return protocols_main(a.protocols or list(PROTOCOLS), a.nodes if a.nodes != 16
+                              else 8, a.measure_us or 100.0)
     simpy_rate = bare_simpy()
     for bench in a.bench:
         gc.collect()     # the previous benchmark's cluster (the simulator holds the GC off)

@@ -124,7 +124,7 @@ class CcConfig:
     rep_factor: int = 2
     log_to: str = "participants"
     reclaim_every: int = 1
-    retry_backoff: bool = False
+    retry_backoff: bool = True
     passive_ack: bool = False
     index_cache: bool = True
     options: Mapping[str, object] = None

@@ -242,7 +242,7 @@ def occ_config(proto: OccProtocol) -> OccConfig:
                         validate=side["validate"], log=side["log"], commit=side["commit"],
                         release=side["release"], ro_read=side["read"],
                         ro_validate=side["validate"], passive_ack=False, outstanding=False,
-                        retry_backoff=False, rcc_stages=True)
+                        retry_backoff=True, rcc_stages=True)
         over = {k: getattr(proto, k) for k in ("passive_ack", "outstanding",
                                                "retry_backoff", "rep_factor")
                 if getattr(proto, k) is not None}
@@ -259,9 +259,14 @@ def occ_config(proto: OccProtocol) -> OccConfig:
 class _RccProtocol(BaseModel):
     """Keys every RCC protocol has: the verbs per stage and how RPCs travel.
 
-    ``retry_backoff`` false retries an aborted transaction at once behind the thread's
-    ready coroutines (RCC's BenchWorker); ``passive_ack`` sends commit and release
-    messages without replies (RCC runs with PA 0)."""
+    ``retry_backoff`` (default true) retries an aborted transaction after a random
+    back-off; false retries it at once behind the thread's ready coroutines, as RCC's
+    BenchWorker does. The default departs from RCC on purpose: a deterministic simulator
+    has none of the timing noise that breaks the symmetry of two transactions retrying
+    in lockstep on real machines, and with immediate retry two symmetric SmallBank
+    amalgamates under a no-wait protocol were seen to abort each other for ever.
+    ``passive_ack`` sends commit and release messages without replies (RCC runs with
+    PA 0)."""
 
     model_config = _STRICT
     verbs: Verbs = "one_sided"
@@ -272,7 +277,7 @@ class _RccProtocol(BaseModel):
     coalesce: bool = False
     qps_per_peer: int = Field(1, ge=1)
     rep_factor: int = Field(2, ge=0, le=2)
-    retry_backoff: bool = False
+    retry_backoff: bool = True
     passive_ack: bool = False
 
     @model_validator(mode="after")

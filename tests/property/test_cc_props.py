@@ -14,8 +14,6 @@ retry can livelock a hot mix of conflicting writes under NO_WAIT, committing not
 """
 from __future__ import annotations
 
-import importlib
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,17 +31,7 @@ MODELS = {"occ": sk.OccProtocol, "nowait": sk.NowaitProtocol,
           "sundial": sk.SundialProtocol, "calvin": sk.CalvinProtocol}
 
 
-def _available(kind: str) -> bool:
-    if kind == "occ":
-        return True
-    try:
-        importlib.import_module(f"protocols.txn.{kind}")
-        return True
-    except ModuleNotFoundError:
-        return False
-
-
-KINDS = [k for k in MODELS if _available(k)]
+KINDS = list(MODELS)
 
 
 def config(kind: str, verbs: str, code: int | None):
@@ -129,7 +117,6 @@ def test_serializable_conserving_and_ending(kind, data, wl_def, seed, nodes, thr
     assert _no_locks_left(b.store, wl.tables)
 
 
-@pytest.mark.skipif("waitdie" not in KINDS, reason="no WAIT-DIE")
 @settings(max_examples=max(4, settings().max_examples // 3))
 @given(data=st.data(), seed=st.integers(0, 10_000), nodes=st.integers(2, 3),
        coroutines=st.integers(2, 4), accounts=st.integers(2, 4))
