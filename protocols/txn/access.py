@@ -91,3 +91,32 @@ class Access:
     def local_cpu(self, tx, n: int = 1) -> None:
         """Book ``n`` local record operations on the coordinator's thread."""
         tx.ep.thread.reserve(self.sim.now, self.costs.local_access * n)
+
+    def lock_local(self, tx, r, word: int, conflict):
+        """Lock record ``r`` of the coordinator's own node by its CPU (use ``yield
+        from``): CAS the lock word (offset 0) from 0 to ``word``, ``local_access`` of CPU
+        per try; a held lock calls ``conflict(tx, held)``, which raises to abort or
+        returns to wait, and the coordinator polls the word again after
+        ``waiter_poll``."""
+        ep = tx.ep
+        store = self.store
+        while True:
+            yield ep.compute(self.costs.local_access)
+            old = store.lock_local(r.node, r.table, r.slot, word)
+            if old == 0:
+                return
+            conflict(tx, old)
+            yield self.sim.timeout(self.costs.waiter_poll)
+
+    def unlock_local(self, tx, recs: list, unlock) -> list:
+        """Mark ``recs`` unlocked, call ``unlock(r)`` for those of the coordinator's
+        node (its CPU releases them) and return the remote ones, in order."""
+        node = tx.ep.node
+        remote = []
+        for r in recs:
+            r.locked = False
+            if r.node == node:
+                unlock(r)
+            else:
+                remote.append(r)
+        return remote

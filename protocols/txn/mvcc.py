@@ -479,14 +479,8 @@ class System(TxnSystem):
     def unlock(self, tx: Txn, recs: list[Rec]):
         """Unlock ``recs`` (``release`` stage verbs) and wait for the acknowledgements,
         as RCC's ``release_writes``, unless passive ACK is on."""
-        ep = tx.ep
-        remote = []
-        for r in recs:
-            r.locked = False
-            if r.node == ep.node:
-                self.owner.unlock(r.node, r.table, r.slot)
-            else:
-                remote.append(r)
+        remote = self.access.unlock_local(
+            tx, recs, lambda r: self.owner.unlock(r.node, r.table, r.slot))
         if not remote:
             return
         A = self.access

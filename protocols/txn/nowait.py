@@ -151,15 +151,8 @@ class System(TxnSystem):
         ep = tx.ep
         store = self.store
         if r.node == ep.node:
-            while True:
-                # the CPU's CAS on the lock word and, once it holds it, the read
-                yield ep.compute(self.costs.local_access)
-                old = store.lock_local(r.node, r.table, r.slot, word)
-                if old == 0:
-                    break
-                self.conflict(tx, old)
-                # WAIT-DIE: poll the lock word again after a while (local spinning)
-                yield self.sim.timeout(self.costs.waiter_poll)
+            # the CPU's CAS on the lock word (WAIT-DIE polls it again while it waits)
+            yield from self.access.lock_local(tx, r, word, self.conflict)
             r.locked = True
             _, r.version, r.value = store.read_local(r.node, r.table, r.slot)
             return
@@ -243,17 +236,8 @@ class System(TxnSystem):
     def unlock(self, tx: Txn, recs: list[Rec], wait: bool):
         """Unlock ``recs`` (``release`` stage verbs); ``wait`` for the acknowledgements
         unless passive ACK is on."""
-        ep = tx.ep
-        store = self.store
         wait = wait and not self.cfg.passive_ack
-        remote = []
-        for r in recs:
-            r.locked = False
-            if r.node == ep.node:
-                store.unlock_local(r.node, r.table, r.slot)
-                self.wake(r.node)
-            else:
-                remote.append(r)
+        remote = self.access.unlock_local(tx, recs, self.unlock_mine)
         if not remote:
             return
         A = self.access
@@ -274,6 +258,11 @@ class System(TxnSystem):
                     A.send_nowait(tx, *c)
 
     # ================================================================ owner side
+    def unlock_mine(self, r: Rec) -> None:
+        """The coordinator's CPU unlocks a record of its own node."""
+        self.store.unlock_local(r.node, r.table, r.slot)
+        self.wake(r.node)
+
     def wake(self, node: int) -> None:
         """A lock of ``node`` was released by its CPU: parked requests may go on."""
         if self._waiters.get(node):

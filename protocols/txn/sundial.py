@@ -151,6 +151,7 @@ class System(TxnSystem):
     timestamp = nowait.System.timestamp
     how = nowait.System.how
     wake = nowait.System.wake
+    _unlock_mine = nowait.System.unlock_mine
     park = waitdie.System.park
     _tick = waitdie.System._tick
 
@@ -268,13 +269,7 @@ class System(TxnSystem):
         store = self.store
         word = tx.ts
         if r.node == ep.node:
-            while True:
-                yield ep.compute(self.costs.local_access)
-                old = store.lock_local(r.node, r.table, r.slot, word)
-                if old == 0:
-                    break
-                self.conflict(tx, old)
-                yield self.sim.timeout(self.costs.waiter_poll)
+            yield from self.access.lock_local(tx, r, word, self.conflict)
             _, lw, count, value = self._local(r.node, r.table, r.slot)
         elif self.how("lock") == "one_sided":
             A = self.access
@@ -438,15 +433,7 @@ class System(TxnSystem):
     def unlock(self, tx: Txn, recs: list[Rec]):
         """After an abort: unlock ``recs`` (``release`` stage verbs) and wait for the
         acknowledgements (RCC's ``release_writes`` yields for them)."""
-        ep = tx.ep
-        remote = []
-        for r in recs:
-            r.locked = False
-            if r.node == ep.node:
-                self.store.unlock_local(r.node, r.table, r.slot)
-                self.wake(r.node)
-            else:
-                remote.append(r)
+        remote = self.access.unlock_local(tx, recs, self._unlock_mine)
         if remote:
             A = self.access
             if self.how("release") == "one_sided":
