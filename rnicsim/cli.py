@@ -1,8 +1,8 @@
 """The ``rnicsim`` command line.
 
 Subcommands: ``run``, ``trace``, ``validate``, ``profiles``, ``perftest``, ``compare``,
-``reproduce``, ``rdmc-schedule``, ``check-history``, ``calibrate``. Bad input exits 2 with a
-message naming the file, key path and what was expected (see :mod:`rnicsim.errors`).
+``reproduce``, ``rdmc-schedule``, ``check-history``, ``hybrid-search``, ``calibrate``. Bad
+input exits 2 with a message naming the file, key path and what was expected (see :mod:`rnicsim.errors`).
 
 Commands that belong to protocol or calibration packages are imported lazily, inside
 their handler, so the kernel never imports the layers below it at import time.
@@ -35,6 +35,9 @@ commands:
   rdmc-schedule --algorithm A -n N -k K [--rack-size R] [--json]
                                    print an RDMC block schedule
   check-history FILE               check a history for serializability
+  hybrid-search SCENARIO [--protocol P]... [--greedy] [--size S] [--set a.b=v]...
+      [--out DIR] [--jobs N | --scheduler S] [--resume | --force] [--quiet]
+                                   rank every per-stage verbs choice of an RCC protocol
   calibrate INPUT... --base P --out F --report D
                                    fit a profile to measurements
 
@@ -61,6 +64,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "reproduce": _lazy("rnicsim.reproduce", "main"),
     "rdmc-schedule": _lazy("protocols.rdmc.schedule_cli", "main"),
     "check-history": _lazy("protocols.txn.history", "main"),
+    "hybrid-search": _lazy("protocols.txn.hybrid_search", "main"),
     "calibrate": _lazy("calibration.fit", "main"),
 }
 
