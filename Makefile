@@ -17,10 +17,14 @@ $(STAMP): pyproject.toml $(CORE)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The first minute (about 30 s on 2 shared cores): one READ's timeline, then the RDMC
+# paper's reproduction at demo size (ten scenarios of about one point each).
 demo: $(STAMP)
-	$(BIN)/rnicsim run scenarios/drtmh/fig5a_raw_verbs.yaml --out out/fig5a --set run.size=demo --jobs 2
-	$(BIN)/rnicsim perftest ib_read_lat --nic cx3-qdr -a --out out/perftest_ib_read_lat_cx3-qdr.txt
-	@echo "demo results and plots are in out/"
+	@mkdir -p out/demo
+	$(BIN)/rnicsim trace --nic cx4-edr --verb read --payload 8 --out out/demo/read.json --pcap out/demo/read.pcap
+	$(BIN)/rnicsim reproduce rdmc --size demo --jobs 2 --out out/demo/rdmc --quiet
+	@echo "Shown: one 8-byte READ on ConnectX-4 EDR stage by stage (doorbell, PCIe, NIC, wire, responder, CQE, poll; open out/demo/read.json in ui.perfetto.dev, out/demo/read.pcap in Wireshark),"
+	@echo "then RDMC's findings (binomial pipeline vs chain, tree and sequential send, block size, scale, interrupts) published vs measured; report with plots: out/demo/rdmc/report.md"
 
 # The suite runs on every core (pytest-xdist, one worker per core; worksteal balances the
 # few long tests). TEST_WORKERS=0 runs it in one process; one test: `.venv/bin/python -m pytest -q PATH::NAME`.
