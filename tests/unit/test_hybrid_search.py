@@ -1,0 +1,230 @@
+"""``rnicsim hybrid-search`` (protocols/txn/hybrid_search.py): the codes it enumerates, its
+ranking, its greedy rounds, its files, and the input it refuses (through the dispatcher)."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from protocols.txn import hybrid_search as hs
+from rnicsim import cli
+
+TINY = """\
+version: 1
+name: tiny_hybrid
+cluster: {{nodes: 3, nic: {{profile: cx4-edr, per_node: 1}}, threads: 1}}
+workload: {{kind: txn, benchmark: ycsb, coroutines: 2, ycsb_records_per_node: 3000,
+           ycsb_compute: 1us}}
+protocol: {{kind: nowait, verbs: one_sided}}
+run: {{seed: 1, warmup: 5us, measure: 20us}}
+sizes:
+  wide: {{cluster.threads: 2, sweep.protocol.kind: [nowait, mvcc]}}
+{extra}
+"""
+
+
+def tiny(tmp_path: Path, extra: str = "") -> str:
+    f = tmp_path / "tiny.yaml"
+    f.write_text(TINY.format(extra=extra))
+    return str(f)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["hybrid-search", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+# ----------------------------------------------------------------------------- enumeration
+@pytest.mark.parametrize("kind,stages", [("nowait", 5), ("waitdie", 5), ("mvcc", 5),
+                                         ("sundial", 6), ("occ", 6), ("calvin", 6)])
+def test_a_protocol_has_two_to_the_stages_codes(kind: str, stages: int) -> None:
+    """Every subset of a protocol's stage bits, once: 2**stages distinct codes."""
+    codes = hs.stage_codes(kind)
+    assert len(codes) == 2 ** stages == len(set(codes))
+    assert codes[0] == 0 and codes[-1] == sum(hs.stage_bits(kind))
+
+
+def test_codes_are_the_subset_sums_of_the_stage_bits() -> None:
+    """NOWAIT's codes are 0..31 (bits 1..16); CALVIN's use bits 2, 4, 8, 16, 128, 256."""
+    assert hs.stage_codes("nowait") == list(range(32))
+    calvin = hs.stage_codes("calvin")
+    assert hs.stage_bits("calvin") == [2, 4, 8, 16, 128, 256]
+    assert calvin[:4] == [0, 2, 4, 6] and calvin[-2:] == [412, 414]
+    assert all(c & ~414 == 0 for c in calvin)
+
+
+def test_stage_names_of_a_code() -> None:
+    """A code names its one-sided stages in bit order; the two ends have words."""
+    assert hs.stages_text("occ", 62) == "read+log+release+commit+validate"
+    assert hs.stages_text("nowait", 0) == "none (all RPC)"
+    assert hs.stages_text("nowait", 31) == "all"
+    assert hs.stages_text("sundial", 31) == "lock+read+log+release+commit"
+
+
+def test_rcc_code_keeps_only_the_protocols_bits() -> None:
+    """RCC's codes per benchmark, bits of absent stages cleared; none for CALVIN."""
+    assert hs.rcc_code("smallbank", "occ") == 62
+    assert hs.rcc_code("ycsb", "sundial") == 31
+    assert hs.rcc_code("tpcc", "occ") == 30
+    assert hs.rcc_code("ycsb", "calvin") is None
+    assert hs.rcc_code("tpce", "nowait") is None
+
+
+# ----------------------------------------------------------------------------- ranking
+def row(code: int, tput: float, p99: float, kind: str = "nowait") -> dict:
+    return {hs.KIND: kind, hs.CODE: code, hs.TPUT: tput, hs.P99: p99}
+
+
+def test_ranking_is_throughput_then_p99_then_code() -> None:
+    """Higher throughput first; a tie goes to the lower p99, then to the lower code; a
+    point that committed nothing (NaN) is last."""
+    rows = [row(3, 1.0, 9.0), row(0, math.nan, math.nan), row(5, 2.0, 4.0),
+            row(1, 1.0, 7.0), row(2, 1.0, 7.0)]
+    assert [r[hs.CODE] for r in hs.rank(rows)] == [5, 1, 2, 3, 0]
+
+
+def test_ranking_rows_rank_each_protocol_and_mark_rccs_code() -> None:
+    """ranking.csv's rows: per protocol, ranks from 1; RCC's code flagged."""
+    rows = [row(31, 1.0, 5.0), row(28, 2.0, 5.0), row(62, 3.0, 5.0, "occ"),
+            row(0, 4.0, 5.0, "occ")]
+    got = [(r["protocol"], r["rank"], r["code"], r["rcc_code"])
+           for r in hs.ranking_rows(rows, "smallbank")]
+    assert got == [("nowait", 1, 28, 1), ("nowait", 2, 31, 0),
+                   ("occ", 1, 0, 0), ("occ", 2, 62, 1)]
+
+
+def test_greedy_flips_one_stage_of_the_best_code_not_yet_run() -> None:
+    """First all-RPC and all-one-sided; then the unseen one-flip neighbours of the best;
+    nothing once they have all run."""
+    assert hs.greedy_next("nowait", [], None) == [0, 31]
+    assert hs.greedy_next("nowait", [0, 31], 31) == [15, 23, 27, 29, 30]
+    assert hs.greedy_next("nowait", [0, 31, 15, 23, 27, 29, 30], 31) == []
+
+
+def test_search_overrides_exclude_codes_a_protocol_does_not_run() -> None:
+    """One sweep over kind x the union of codes, each kind's other codes excluded."""
+    ov = dict(hs.search_overrides({"nowait": [0, 1], "occ": [0, 32]}))
+    assert ov["sweep.protocol.kind"] == ["nowait", "occ"]
+    assert ov["sweep.protocol.hybrid_code"] == [0, 1, 32]
+    assert ov["sweep_exclude"] == [
+        {"protocol.kind": "nowait", "protocol.hybrid_code": {"in": [32]}},
+        {"protocol.kind": "occ", "protocol.hybrid_code": {"in": [1]}}]
+
+
+# ----------------------------------------------------------------------------- a search
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory) -> tuple[Path, str]:
+    """NOWAIT's 32 codes on the tiny scenario, searched once for the tests below."""
+    tmp = tmp_path_factory.mktemp("hybrid")
+    f = tiny(tmp)
+    out = tmp / "out"
+    code = cli.main(["hybrid-search", f, "--out", str(out), "--quiet"])
+    assert code == 0
+    return out, f
+
+
+def test_search_runs_every_code_once(searched) -> None:
+    """results.csv holds one row per code, hybrid verbs, in sweep (code) order."""
+    rows = read_csv(searched[0] / "results.csv")
+    assert [int(r["protocol.hybrid_code"]) for r in rows] == list(range(32))
+    assert {r["protocol.kind"] for r in rows} == {"nowait"}
+
+
+def test_ranking_file_is_best_first_and_matches_results(searched) -> None:
+    """ranking.csv ranks 1..32 by falling throughput, each code with its results' numbers."""
+    ranked = read_csv(searched[0] / "ranking.csv")
+    results = {r["protocol.hybrid_code"]: r for r in read_csv(searched[0] / "results.csv")}
+    assert [int(r["rank"]) for r in ranked] == list(range(1, 33))
+    tput = [float(r["throughput_mtxns"]) for r in ranked]
+    assert tput == sorted(tput, reverse=True) and tput[0] > 0
+    for r in ranked:
+        assert r["throughput_mtxns"] == results[r["code"]]["throughput_mtxns"]
+    assert [r["code"] for r in ranked if r["rcc_code"] == "1"] == ["31"]
+
+
+def test_plot_is_written(searched) -> None:
+    """hybrid_space.png is a PNG file."""
+    assert (searched[0] / "hybrid_space.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_greedy_rounds_flip_one_stage_from_the_best_so_far(searched, tmp_path, capsys) -> None:
+    """Round 1 runs codes 0 and 31; each later round the unseen one-flip neighbours of the
+    best code of the rounds before; the last best's neighbours have all run; the printed
+    ranking says how many of the 32 codes ran."""
+    out = tmp_path / "g"
+    code, text, _ = run(capsys, searched[1], "--greedy", "--out", str(out), "--quiet")
+    assert code == 0
+    rows = read_csv(out / "results.csv")
+    rounds: dict[int, list[int]] = {}
+    for r in rows:
+        rounds.setdefault(int(r["round"]), []).append(int(r["protocol.hybrid_code"]))
+    assert rounds[1] == [0, 31]
+    seen = [dict(r, **{hs.KIND: "nowait", hs.CODE: int(r["protocol.hybrid_code"]),
+                       hs.TPUT: float(r[hs.TPUT]), hs.P99: float(r[hs.P99])})
+            for r in rows]
+    for n in sorted(rounds)[1:]:
+        best = hs.rank([r for r in seen if r["round"] < str(n)])[0][hs.CODE]
+        assert rounds[n] == hs.greedy_next("nowait", [r[hs.CODE] for r in seen
+                                                      if r["round"] < str(n)], best)
+    best = hs.rank(seen)[0][hs.CODE]
+    assert hs.greedy_next("nowait", [r[hs.CODE] for r in seen], best) == []
+    assert f"nowait on ycsb: {len(rows)} of 32 codes run; RCC's code 31 (all)" in text
+    assert (out / "hybrid_space.png").exists()
+
+
+# ----------------------------------------------------------------------------- refusals
+def test_non_txn_scenario_is_refused(tmp_path, capsys) -> None:
+    """A microbench scenario: exit 2 naming workload.kind."""
+    f = tmp_path / "mb.yaml"
+    f.write_text("version: 1\nname: mb\ncluster: {nodes: 2, nic: {profile: cx4-edr}, "
+                 "threads: 1}\nworkload: {kind: microbench}\n")
+    code, _, err = run(capsys, str(f))
+    assert code == 2
+    assert err == (f"rnicsim hybrid-search: error: {f}: workload.kind: a transaction "
+                   "workload (kind: txn) for a hybrid search, got 'microbench'\n")
+
+
+def test_unknown_protocol_is_refused(tmp_path, capsys) -> None:
+    """--protocol nowiat: exit 2, the protocols listed and the near miss named."""
+    code, _, err = run(capsys, tiny(tmp_path), "--protocol", "nowiat")
+    assert code == 2
+    assert err == ("rnicsim hybrid-search: error: command line: --protocol: one of the "
+                   "protocols calvin, mvcc, nowait, occ, raw_verbs, sundial, waitdie, got "
+                   "'nowiat' "
+                   "(did you mean 'nowait'?)\n")
+
+
+def test_protocol_without_hybrid_stages_is_refused(tmp_path, capsys) -> None:
+    """raw_verbs, a protocol kind with no stages: exit 2 naming it."""
+    code, _, err = run(capsys, tiny(tmp_path), "--protocol", "raw_verbs")
+    assert code == 2
+    assert err == ("rnicsim hybrid-search: error: command line: --protocol: a protocol "
+                   "with hybrid stages (occ, nowait, waitdie, mvcc, sundial, calvin); "
+                   "'raw_verbs' has none\n")
+
+
+def test_a_sweep_over_protocols_needs_protocol(tmp_path, capsys) -> None:
+    """A size sweeping protocol.kind and no --protocol: exit 2 listing the kinds."""
+    code, _, err = run(capsys, tiny(tmp_path), "--size", "wide")
+    assert code == 2
+    assert err == ("rnicsim hybrid-search: error: command line: --protocol: the protocol "
+                   "to search: the scenario sweeps protocol.kind over nowait, mvcc (name "
+                   "one or more with --protocol)\n")
+
+
+def test_a_sweep_over_anything_else_is_refused(tmp_path, capsys) -> None:
+    """A swept cluster key: exit 2 naming it and how to pin it."""
+    f = tiny(tmp_path, "sweep: {cluster.threads: [1, 2]}")
+    code, _, err = run(capsys, f)
+    assert code == 2
+    assert err == (f"rnicsim hybrid-search: error: {f}: sweep.cluster.threads: no sweep "
+                   "but the protocol's: the search runs one configuration (pin the key "
+                   "with --set cluster.threads=VALUE)\n")
