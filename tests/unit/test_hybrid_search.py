@@ -181,50 +181,40 @@ def test_greedy_rounds_flip_one_stage_from_the_best_so_far(searched, tmp_path, c
 
 
 # ----------------------------------------------------------------------------- refusals
-def test_non_txn_scenario_is_refused(tmp_path, capsys) -> None:
-    """A microbench scenario: exit 2 naming workload.kind."""
-    f = tmp_path / "mb.yaml"
-    f.write_text("version: 1\nname: mb\ncluster: {nodes: 2, nic: {profile: cx4-edr}, "
-                 "threads: 1}\nworkload: {kind: microbench}\n")
-    code, _, err = run(capsys, str(f))
-    assert code == 2
-    assert err == (f"rnicsim hybrid-search: error: {f}: workload.kind: a transaction "
-                   "workload (kind: txn) for a hybrid search, got 'microbench'\n")
+MICROBENCH = ("version: 1\nname: mb\ncluster: {nodes: 2, nic: {profile: cx4-edr}, "
+              "threads: 1}\nworkload: {kind: microbench}\n")
+REFUSALS = {
+    # a microbench scenario
+    "non-txn": (MICROBENCH, [], "{f}: workload.kind: a transaction workload (kind: txn) "
+                "for a hybrid search, got 'microbench'"),
+    # a misspelt protocol: the protocols listed, the near miss named
+    "unknown protocol": (None, ["--protocol", "nowiat"],
+                         "command line: --protocol: one of the protocols calvin, mvcc, "
+                         "nowait, occ, raw_verbs, sundial, waitdie, got 'nowiat' (did you "
+                         "mean 'nowait'?)"),
+    # raw_verbs, a protocol kind without stages
+    "no stages": (None, ["--protocol", "raw_verbs"],
+                  "command line: --protocol: a protocol with hybrid stages (occ, nowait, "
+                  "waitdie, mvcc, sundial, calvin); 'raw_verbs' has none"),
+    # a size sweeping protocol.kind, and no --protocol
+    "which protocol": (None, ["--size", "wide"],
+                       "command line: --protocol: the protocol to search: the scenario "
+                       "sweeps protocol.kind over nowait, mvcc (name one or more with "
+                       "--protocol)"),
+    # a swept cluster key
+    "other sweep": (TINY.format(extra="sweep: {cluster.threads: [1, 2]}"), [],
+                    "{f}: sweep.cluster.threads: no sweep but the protocol's: the search "
+                    "runs one configuration (pin the key with --set cluster.threads=VALUE)"),
+}
 
 
-def test_unknown_protocol_is_refused(tmp_path, capsys) -> None:
-    """--protocol nowiat: exit 2, the protocols listed and the near miss named."""
-    code, _, err = run(capsys, tiny(tmp_path), "--protocol", "nowiat")
-    assert code == 2
-    assert err == ("rnicsim hybrid-search: error: command line: --protocol: one of the "
-                   "protocols calvin, mvcc, nowait, occ, raw_verbs, sundial, waitdie, got "
-                   "'nowiat' "
-                   "(did you mean 'nowait'?)\n")
-
-
-def test_protocol_without_hybrid_stages_is_refused(tmp_path, capsys) -> None:
-    """raw_verbs, a protocol kind with no stages: exit 2 naming it."""
-    code, _, err = run(capsys, tiny(tmp_path), "--protocol", "raw_verbs")
-    assert code == 2
-    assert err == ("rnicsim hybrid-search: error: command line: --protocol: a protocol "
-                   "with hybrid stages (occ, nowait, waitdie, mvcc, sundial, calvin); "
-                   "'raw_verbs' has none\n")
-
-
-def test_a_sweep_over_protocols_needs_protocol(tmp_path, capsys) -> None:
-    """A size sweeping protocol.kind and no --protocol: exit 2 listing the kinds."""
-    code, _, err = run(capsys, tiny(tmp_path), "--size", "wide")
-    assert code == 2
-    assert err == ("rnicsim hybrid-search: error: command line: --protocol: the protocol "
-                   "to search: the scenario sweeps protocol.kind over nowait, mvcc (name "
-                   "one or more with --protocol)\n")
-
-
-def test_a_sweep_over_anything_else_is_refused(tmp_path, capsys) -> None:
-    """A swept cluster key: exit 2 naming it and how to pin it."""
-    f = tiny(tmp_path, "sweep: {cluster.threads: [1, 2]}")
-    code, _, err = run(capsys, f)
-    assert code == 2
-    assert err == (f"rnicsim hybrid-search: error: {f}: sweep.cluster.threads: no sweep "
-                   "but the protocol's: the search runs one configuration (pin the key "
-                   "with --set cluster.threads=VALUE)\n")
+@pytest.mark.parametrize("case", REFUSALS)
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, case: str) -> None:
+    """Each refusal: exit 2 and one error line naming the file or flag, nothing run."""
+    text, args, message = REFUSALS[case]
+    f = tmp_path / "s.yaml"
+    f.write_text(TINY.format(extra="") if text is None else text)
+    code, out, err = run(capsys, str(f), "--out", str(tmp_path / "out"), *args)
+    assert (code, out) == (2, "")
+    assert err == f"rnicsim hybrid-search: error: {message.format(f=f)}\n"
+    assert not (tmp_path / "out").exists()
