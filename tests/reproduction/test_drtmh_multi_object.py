@@ -1,4 +1,4 @@
-"""Seed 000 (DrTM+H) fig. 6 multi-object micro-benchmark: the qualitative D9 findings.
+"""DrTM+H fig. 6 multi-object micro-benchmark: the qualitative D9 findings.
 
 The default run checks the write workload of ``fig6_multi_object.yaml`` at its ``demo``
 size (4 nodes) with 20 us windows; ``make test-all`` (marker ``repro``) runs the whole demo

@@ -1,4 +1,4 @@
-"""Seed 000 (DrTM+H) raw-verb findings D1-D7 from mechanism.
+"""DrTM+H raw-verb findings D1-D7 from mechanism.
 
 The default run checks every claim of the three scenarios at their ``demo`` size (fewer
 payloads, shorter windows); ``make test-all`` (marker ``repro``) checks them at full size.

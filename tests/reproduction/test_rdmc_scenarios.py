@@ -1,4 +1,4 @@
-"""RDMC (seed 004) findings M1-M11 through the scenario files and `rnicsim reproduce rdmc`.
+"""RDMC findings M1-M11 through the scenario files and `rnicsim reproduce rdmc`.
 
 The default run checks the demo size of every scenario in scenarios/rdmc; the full size
 is `rnicsim reproduce rdmc` (and tests/reproduction/test_rdmc_claims.py under `repro`).

@@ -1,4 +1,4 @@
-"""RoCE cluster configuration (seed 002) findings E1-E9 from mechanism.
+"""RoCE cluster configuration findings E1-E9 from mechanism.
 
 Every claim check of the six scenarios is asserted, at each scenario's ``demo`` size: the
 ones the model reproduces hold, and the known gaps (KNOWN_GAPS, each with its measured

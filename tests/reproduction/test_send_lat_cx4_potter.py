@@ -5,7 +5,7 @@ one-way ib_send_lat (RC, inline below 188 B) between two ConnectX-4 EDR NICs cab
 back, per size and MTU. What a larger message adds to the latency (32 B -> 1 KiB, 4 KiB)
 is PCIe and wire work: the sender DMA-reads the payload (one PCIe round trip plus the
 transfer), the receiver DMA-writes it; the posting and polling CPU, which differs between
-Potter's 3.4 GHz host and seed 000's 2.2 GHz one, is the same at every size. So the
+Potter's 3.4 GHz host and DrTM+H's 2.2 GHz one, is the same at every size. So the
 increments fix ``pcie.latency``: 200 ns (the earlier assumption) gives 0.62/1.29 us against
 the measured 0.78/1.45 us; 280 ns gives 0.78/1.46 us. The simulated pair has no switch in
 the path (``switch.latency`` 0), as Potter's had none.
