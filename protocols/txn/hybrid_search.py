@@ -109,6 +109,21 @@ def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=_rank_key)
 
 
+def inert_stages(kind: str, rows: list[dict[str, Any]]) -> list[str]:
+    """The stages of ``kind`` whose bit changed nothing: every pair of codes run that
+    differ in that bit alone gave identical rows (every metric), and at least one such
+    pair ran. E.g. NOWAIT's ``read``: it reads every record by locking it."""
+    by_code = {r[CODE]: {k: v for k, v in r.items() if k not in (CODE, "round")}
+               for r in rows if r[KIND] == kind}
+    out = []
+    for s in sorted(STAGES[kind], key=STAGE_BITS.get):
+        b = STAGE_BITS[s]
+        pairs = [(c, c | b) for c in by_code if not c & b and c | b in by_code]
+        if pairs and all(by_code[x] == by_code[y] for x, y in pairs):
+            out.append(s)
+    return out
+
+
 def greedy_next(kind: str, codes_run: list[int], best: int | None) -> list[int]:
     """The codes the greedy search runs next for ``kind``, ascending: all-RPC and
     all-one-sided first (``best`` None), then the codes one stage-flip from ``best`` not
@@ -220,10 +235,11 @@ def ranking_rows(rows: list[dict[str, Any]], benchmark: str) -> list[dict[str, A
     return out
 
 
-def ranking_lines(ranked: list[dict[str, Any]], benchmark: str, total: dict[str, int]
-                  ) -> list[str]:
+def ranking_lines(ranked: list[dict[str, Any]], benchmark: str, total: dict[str, int],
+                  inert: dict[str, list[str]]) -> list[str]:
     """The printed ranking of :func:`ranking_rows`' rows, one block per protocol;
-    ``total``: each protocol's number of codes (the greedy search runs fewer)."""
+    ``total``: each protocol's number of codes (the greedy search runs fewer);
+    ``inert``: each protocol's :func:`inert_stages`."""
     lines = []
     for kind in dict.fromkeys(r["protocol"] for r in ranked):
         mine = [r for r in ranked if r["protocol"] == kind]
@@ -238,6 +254,9 @@ def ranking_lines(ranked: list[dict[str, Any]], benchmark: str, total: dict[str,
             lines.append(f"{r['rank']:4d}  {r['code']:4d}  {r['one_sided']:34s} "
                          f"{_num(r[TPUT], 8, 4)} {_num(r[P50], 8, 2)} {_num(r[P99], 8, 2)} "
                          f"{_num(r['abort_rate'], 7, 3)}{mark}")
+        if inert.get(kind):
+            lines.append(f"stages whose verbs changed no result here: "
+                         f"{', '.join(inert[kind])} (codes differing only in them tie)")
         lines.append("")
     return lines
 
@@ -369,7 +388,8 @@ def main(argv: list[str]) -> int:
              f"{search.base.workload.coroutines} coroutines, size {search.base.run.size}")
     plot_space(out / "hybrid_space.png", ranked, search.benchmark, title)
     for line in ranking_lines(ranked, search.benchmark,
-                              {k: len(stage_codes(k)) for k in search.kinds}):
+                              {k: len(stage_codes(k)) for k in search.kinds},
+                              {k: inert_stages(k, rows) for k in search.kinds}):
         print(line)
     print(f"results: {out}/results.csv, ranking.csv, hybrid_space.png")
     return 0

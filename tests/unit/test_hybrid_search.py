@@ -2,7 +2,9 @@
 ranking, its greedy rounds, its files, and the input it refuses (through the dispatcher)."""
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -101,6 +103,19 @@ def test_ranking_rows_rank_each_protocol_and_mark_rccs_code() -> None:
                    ("occ", 1, 0, 0), ("occ", 2, 62, 1)]
 
 
+def test_inert_stages_are_those_whose_flip_never_changed_a_row() -> None:
+    """A stage is inert when every pair of codes run that differ in its bit alone has
+    equal rows; one differing pair, or no pair run at all, keeps it out."""
+    def rows(*spec):
+        return [dict(row(c, t, 5.0), committed=n) for c, t, n in spec]
+
+    # read pairs (0, 2) and (1, 3) equal; lock pairs (0, 1), (2, 3) differ; no log pair
+    some = rows((0, 1.0, 10), (2, 1.0, 10), (1, 2.0, 20), (3, 2.0, 20))
+    assert hs.inert_stages("nowait", some) == ["read"]
+    # read pair (4, 6) and log pair (2, 6) differ in committed transactions
+    assert hs.inert_stages("nowait", some + rows((4, 1.0, 10), (6, 1.0, 11))) == []
+
+
 def test_greedy_flips_one_stage_of_the_best_code_not_yet_run() -> None:
     """First all-RPC and all-one-sided; then the unseen one-flip neighbours of the best;
     nothing once they have all run."""
@@ -121,14 +136,17 @@ def test_search_overrides_exclude_codes_a_protocol_does_not_run() -> None:
 
 # ----------------------------------------------------------------------------- a search
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory) -> tuple[Path, str]:
-    """NOWAIT's 32 codes on the tiny scenario, searched once for the tests below."""
+def searched(tmp_path_factory) -> tuple[Path, str, str]:
+    """NOWAIT's 32 codes on the tiny scenario, searched once for the tests below: the
+    output folder, the scenario file and the printed text."""
     tmp = tmp_path_factory.mktemp("hybrid")
     f = tiny(tmp)
     out = tmp / "out"
-    code = cli.main(["hybrid-search", f, "--out", str(out), "--quiet"])
+    buf = io.StringIO()     # a module-scoped fixture cannot take capsys
+    with contextlib.redirect_stdout(buf):
+        code = cli.main(["hybrid-search", f, "--out", str(out), "--quiet"])
     assert code == 0
-    return out, f
+    return out, f, buf.getvalue()
 
 
 def test_search_runs_every_code_once(searched) -> None:
@@ -148,6 +166,18 @@ def test_ranking_file_is_best_first_and_matches_results(searched) -> None:
     for r in ranked:
         assert r["throughput_mtxns"] == results[r["code"]]["throughput_mtxns"]
     assert [r["code"] for r in ranked if r["rcc_code"] == "1"] == ["31"]
+
+
+def test_printed_ranking_names_rccs_code_and_the_inert_read_stage(searched) -> None:
+    """The printed block: header with RCC's code, a line per code with RCC's marked, and
+    NOWAIT's read stage named as changing nothing (it reads by locking)."""
+    lines = searched[2].splitlines()
+    assert lines[0] == "nowait on ycsb: 32 of 32 codes run; RCC's code 31 (all)"
+    assert len([ln for ln in lines if ln.endswith("<- RCC")]) == 1
+    assert [ln.split()[1] for ln in lines if ln.endswith("<- RCC")] == ["31"]
+    assert lines[34] == ("stages whose verbs changed no result here: read (codes "
+                         "differing only in them tie)")
+    assert lines[-1] == f"results: {searched[0]}/results.csv, ranking.csv, hybrid_space.png"
 
 
 def test_plot_is_written(searched) -> None:
