@@ -2,7 +2,8 @@
 
 Subcommands: ``run``, ``trace``, ``validate``, ``profiles``, ``perftest``, ``compare``,
 ``reproduce``, ``rdmc-schedule``, ``check-history``, ``hybrid-search``, ``calibrate``. Bad
-input exits 2 with a message naming the file, key path and what was expected (see :mod:`rnicsim.errors`).
+input exits 2 with a message naming the file, key path and what was expected (see
+:mod:`rnicsim.errors`).
 
 Commands that belong to protocol or calibration packages are imported lazily, inside
 their handler, so the kernel never imports the layers below it at import time.
@@ -31,7 +32,7 @@ commands:
   reproduce NAME [--size S] [--only SCENARIO]... [--jobs N | --scheduler S] [--out DIR]
                  [--resume | --force] [--json] [--profile NAME=FILE]... [--set a.b=v]...
                  [--quiet]
-                                   reproduce a paper's claims (drtmh, roce, rdmc)
+                                   reproduce a paper's claims (drtmh, roce, rdmc, rcc)
   rdmc-schedule --algorithm A -n N -k K [--rack-size R] [--json]
                                    print an RDMC block schedule
   check-history FILE               check a history for serializability
