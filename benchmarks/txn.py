@@ -1,6 +1,6 @@
 """Speed of the transaction layer: simulated transactions per wall second, peak memory.
 
-Runs one point of seed 000's end-to-end setting (DrTM+H preset, 2 ConnectX-4 EDR per node,
+Runs one point of DrTM+H's end-to-end setting (DrTM+H preset, 2 ConnectX-4 EDR per node,
 24 threads, 8 coroutines) for TPC-C New-Order and SmallBank and prints one JSON line per
 benchmark: ``txns_per_wall_s`` (transactions committed in the measured window per wall
 second of the whole run, warm-up included), ``measure_us`` (the window, stretched as the
