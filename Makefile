@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml $(CORE)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The first minute (about 30 s on 2 shared cores): one READ's timeline, then the RDMC
+# The first minute (44 s on 2 cores shared with other work, 14 s of CPU): one READ's timeline, then the RDMC
 # paper's reproduction at demo size (ten scenarios of about one point each).
 demo: $(STAMP)
 	@mkdir -p out/demo
