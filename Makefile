@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml $(CORE)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The first minute (44 s on 2 cores shared with other work, 14 s of CPU): one READ's timeline, then the RDMC
-# paper's reproduction at demo size (ten scenarios of about one point each).
+# The first minute (44 s on 2 cores shared with other work, 14 s of CPU): one READ's
+# timeline, then the RDMC paper's reproduction at demo size (ten scenarios of about one
+# point each).
 demo: $(STAMP)
 	@mkdir -p out/demo
 	$(BIN)/rnicsim trace --nic cx4-edr --verb read --payload 8 --out out/demo/read.json --pcap out/demo/read.pcap
