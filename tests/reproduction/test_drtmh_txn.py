@@ -66,9 +66,12 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig7_execution", "full"): {
         "TPC-C: two-sided up to 1.28x one-sided without cache",
         "SmallBank: two-sided up to 2.01x one-sided without cache"},
-    # At 16 nodes (2026-11-26) SmallBank's one-sided CAS+READ validation reaches 0.958 of
-    # the lock RPC (1.001 at demo size); TPC-C's holds (1.016).
-    ("fig8_validation", "full"): {"SmallBank: one-sided CAS+READ validation wins"},
+    # At 16 nodes SmallBank's one-sided CAS+READ validation reaches 0.958 of the lock RPC
+    # (1.001 at demo size); TPC-C's 1.016 is a tie within the 2% a win needs.
+    ("fig8_validation", "full"): {"SmallBank: one-sided CAS+READ validation wins",
+                                  "TPC-C: one-sided CAS+READ validation wins"},
+    # SmallBank's one-sided CAS+READ validation 1.001 of the lock RPC: a tie.
+    ("fig8_validation", "demo"): {"SmallBank: one-sided CAS+READ validation wins"},
     ("fig9_commit", "demo"): {"TPC-C, passive ACK: two-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins"},
     # The same at 16 nodes (2026-11-26): with passive ACK two-sided commit reaches 0.979
@@ -98,9 +101,13 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # DrTM+H/FaRM 1.822 (2026-11-26; 1.83 before the WRITE split, 1.883 before the send
     # scheduler's round robin of 2026-11-25), just outside 25% of 2.50x; FaRM/FaSST 0.992
     # (1.003 before the WRITE split).
+    # DrTM+H/DrTM+R from 1.064 (published from 1.12x); FaSST/FaRM on SmallBank 1.31 at one
+    # coroutine, 1.03 at 8 (comparable within 20% at every count, as the paper's figure).
     ("fig14_end_to_end", "demo"): _D18_UP_TO | {
         "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
-        "TPC-C: FaRM > FaSST"},
+        "TPC-C: FaRM > FaSST",
+        "TPC-C: DrTM+H above DrTM+R at every coroutine count (from 1.12x)",
+        "SmallBank: FaSST comparable to FaRM"},
     # At 16 nodes (2026-11-26, after the WRITE split): DrTM+H over FaSST / DrTM+R / FaRM
     # 1.63 / 1.33 / 1.877 (2.96 / 1.89 / 2.50; the last inside 25% by 0.1%), FaRM/FaSST
     # 0.86, SmallBank 7.87 M per node (5.65), FaSST/FaRM on SmallBank 1.31.
@@ -108,8 +115,10 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
         "TPC-C: FaRM > FaSST",
         "SmallBank: FaSST comparable to FaRM"},
+    # DrTM+H/DrTM+R from 1.004 (published from 1.12x).
     ("fig14_as_released", "demo"): {"TPC-C: DrTM+H 1.41x FaSST at one coroutine",
-                                    "TPC-C: DrTM+H up to 2.50x FaRM"},
+                                    "TPC-C: DrTM+H up to 2.50x FaRM",
+                                    "TPC-C: DrTM+H above DrTM+R at every coroutine count"},
     ("fig14_as_released", "full"): {"TPC-C: DrTM+H up to 1.89x DrTM+R",
                                     "TPC-C: DrTM+H up to 2.50x FaRM",
                                     "TPC-C: DrTM+H above DrTM+R at every coroutine count",
@@ -128,10 +137,16 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # RoCE, 256-B objects: with passive ACK both primitives run at ~92% of line rate, and
     # two-sided is 0.99 of one-sided (2026-11-26).
     ("fig18_roce_multi_object", "demo"): {_ROCE_PA},
+    # TPC-C DrTM+H/DrTM+R 1.011 on both (a tie within the 2% a win needs); the CX5 one is
+    # a calibration check (fig. 20-21, D22).
+    ("fig19_roce", "demo"): {"RoCE TPC-C: DrTM+H above DrTM+R (as on CX4)"},
+    ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)"},
     ("fig18_roce_multi_object", "full"): {_ROCE_PA},
     # FaSST/FaRM on TPC-C 0.989 (2026-11-25; 1.002 before the PCIe fix).
+    # FaSST/FaRM on SmallBank 1.008: a tie, not the win over FaRM the paper reports.
     ("fig17_cx3", "demo"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)",
-                            "CX3 TPC-C: FaSST above FaRM (best prior design)"},
+                            "CX3 TPC-C: FaSST above FaRM (best prior design)",
+                            "CX3 SmallBank: FaSST above FaRM (best prior design)"},
     # The same two at full size (5 nodes x 24 threads, 2026-11-26): FaSST/FaRM 0.982,
     # DrTM+R 0.87 of the next slowest on TPC-C.
     ("fig17_cx3", "full"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)",
