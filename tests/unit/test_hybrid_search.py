@@ -12,6 +12,7 @@ import pytest
 
 from protocols.txn import hybrid_search as hs
 from rnicsim import cli
+from rnicsim.scenario import points
 
 TINY = """\
 version: 1
@@ -132,6 +133,21 @@ def test_search_overrides_exclude_codes_a_protocol_does_not_run() -> None:
     assert ov["sweep_exclude"] == [
         {"protocol.kind": "nowait", "protocol.hybrid_code": {"in": [32]}},
         {"protocol.kind": "occ", "protocol.hybrid_code": {"in": [1]}}]
+
+
+def test_two_protocols_are_one_sweep_of_their_own_codes(tmp_path) -> None:
+    """--protocol nowait,occ on a size sweeping protocol.kind: one sweep of 32 + 64
+    points, each kind with exactly its codes, verbs hybrid; the size's sweep is gone."""
+    search = hs.Search(tiny(tmp_path), [], "wide", ["nowait", "occ", "nowait"])
+    assert search.kinds == ["nowait", "occ"]
+    sc = search.scenario({k: hs.stage_codes(k) for k in search.kinds})
+    assert list(sc.sweep) == ["protocol.kind", "protocol.hybrid_code"]
+    pts = points(sc)
+    got = {k: [p.protocol.hybrid_code for _v, p in pts if p.protocol.kind == k]
+           for k in search.kinds}
+    assert got == {"nowait": list(range(32)), "occ": list(range(64))}
+    assert {p.protocol.verbs for _v, p in pts} == {"hybrid"}
+    assert {p.cluster.threads for _v, p in pts} == {2}
 
 
 # ----------------------------------------------------------------------------- a search
