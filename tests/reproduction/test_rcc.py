@@ -75,3 +75,37 @@ def _check(name: str, size: str) -> None:
 def test_findings_at_demo_size(name):
     """Every claim check outside KNOWN_GAPS holds at demo size; every gap still fails."""
     _check(name, "demo")
+
+
+# ------------------------------------------------------------------ default (smoke)
+def test_r14_smoke_lock_read_batching():
+    """One-sided NOWAIT on SmallBank (R14): posting the lock CAS and the record READ with
+    one doorbell makes them one round trip, so a transaction needs at least one round trip
+    fewer (2.86 against 4.13 at this size) and commits more."""
+    _, rows = _rows("r14_nowait_batching", "smoke")
+    on = _value(rows, **{"protocol.lock_read_batch": True})
+    off = _value(rows, **{"protocol.lock_read_batch": False})
+    assert on["round_trips_per_txn"] <= off["round_trips_per_txn"] - 1, (on, off)
+    assert on["throughput_mtxns"] > off["throughput_mtxns"], (on, off)
+
+
+def test_fig21_smoke_stage_latencies():
+    """One coroutine on SmallBank (R10): one-sided MVCC's lock stage is the longest of the
+    one-sided protocols (it locks and reads the whole multi-version tuple), and RPC
+    OCC's commit stage the longest of the RPC ones (its batched commit messages)."""
+    _, rows = _rows("fig21_latency_breakdown", "smoke")
+
+    def lat(kind, verbs, stage):
+        return _value(rows, **{"protocol.kind": kind, "protocol.verbs": verbs})[f"lat_{stage}_us"]
+    others = ("nowait", "waitdie", "occ", "sundial")
+    assert all(lat("mvcc", "one_sided", "lock") > lat(k, "one_sided", "lock") for k in others)
+    assert all(lat("occ", "rpc", "commit") > lat(k, "rpc", "commit")
+               for k in ("nowait", "waitdie", "mvcc", "sundial"))
+
+
+def test_table3_smoke_tcp_order_of_magnitude():
+    """RPC over kernel TCP against RPC over UD (R11), OCC on YCSB: UD commits 5-20x more
+    (a TCP transaction waits ~0.4 ms for its ten operations' RPCs)."""
+    _, rows = _rows("table3_tcp", "smoke", ["sweep.protocol.kind=[occ]"])
+    t = {r["protocol.rpc_transport"]: r["throughput_mtxns"] for r in rows}
+    assert 5 <= t["ud"] / t["tcp"] <= 20, t
