@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rnicsim.claims import evaluate
-from rnicsim.runner import run_points
 from rnicsim.scenario import load_scenario
+from scenario_points import check_findings, one_row, scenario_rows
 
 ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "drtmh"
 SCENARIOS = ["fig3b_rpc_transports", "fig7_execution", "fig8_validation", "fig9_commit",
@@ -159,15 +158,10 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
 
 
 def _rows(name: str, size: str, extra: list[str] | None = None):
-    ov = [f"run.size={size}"] if size != "full" else []
-    sc = load_scenario(ROOT / f"{name}.yaml", ov + (extra or []))
-    return sc, run_points(sc, jobs=1, progress=False)
+    return scenario_rows(ROOT, name, size, extra)
 
 
-def _value(rows, **where):
-    hit = [r for r in rows if all(r.get(k) == v for k, v in where.items())]
-    assert len(hit) == 1, (where, len(hit))
-    return hit[0]
+_value = one_row
 
 
 # ------------------------------------------------------------------ default (smoke)
@@ -292,15 +286,7 @@ def test_known_gaps_name_claims_their_scenarios_declare():
 
 
 def _check(name: str, size: str) -> None:
-    sc, rows = _rows(name, size)
-    claims = evaluate(sc.expected, rows)
-    assert claims, f"{name} declares no claims"
-    gaps = KNOWN_GAPS.get((name, size), set())
-    bad = [f"{c['claim']} ({c['note']}): published {c['published']}, measured "
-           f"{c['measured']:.3g}" for c in claims if not c["holds"] and c["note"] not in gaps]
-    closed = [c["note"] for c in claims if c["holds"] and c["note"] in gaps]
-    assert not bad, "findings that do not hold:\n" + "\n".join(bad)
-    assert not closed, "known gaps now hold (update KNOWN_GAPS):\n" + "\n".join(closed)
+    check_findings(ROOT, name, size, KNOWN_GAPS.get((name, size), set()))
 
 
 @pytest.mark.repro

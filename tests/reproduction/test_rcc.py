@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rnicsim.claims import evaluate
 from rnicsim.reproduce import available, scenario_files
-from rnicsim.runner import run_points
 from rnicsim.scenario import load_scenario
+from scenario_points import check_findings, one_row, scenario_rows
 
 ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "rcc"
 SCENARIOS = ["fig15_overall_edr", "fig15_overall_fdr", "fig17_coroutines", "fig19_contention",
@@ -105,15 +104,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
 
 
 def _rows(name: str, size: str, extra: list[str] | None = None):
-    ov = [f"run.size={size}"] if size != "full" else []
-    sc = load_scenario(ROOT / f"{name}.yaml", ov + (extra or []))
-    return sc, run_points(sc, jobs=1, progress=False)
-
-
-def _value(rows, **where):
-    hit = [r for r in rows if all(r.get(k) == v for k, v in where.items())]
-    assert len(hit) == 1, (where, len(hit))
-    return hit[0]
+    return scenario_rows(ROOT, name, size, extra)
 
 
 def test_rcc_scenarios_declare_validation_checks_and_gaps_name_them():
@@ -134,22 +125,11 @@ def test_rcc_scenarios_declare_validation_checks_and_gaps_name_them():
         assert notes <= {c.note for c in sc.expected}, (name, notes - {c.note for c in sc.expected})
 
 
-def _check(name: str, size: str) -> None:
-    sc, rows = _rows(name, size)
-    claims = evaluate(sc.expected, rows)
-    gaps = KNOWN_GAPS.get((name, size), set())
-    bad = [f"{c['claim']} ({c['note']}): published {c['published']}, measured "
-           f"{c['measured']:.3g}" for c in claims if not c["holds"] and c["note"] not in gaps]
-    closed = [c["note"] for c in claims if c["holds"] and c["note"] in gaps]
-    assert not bad, "findings that do not hold:\n" + "\n".join(bad)
-    assert not closed, "known gaps now hold (update KNOWN_GAPS):\n" + "\n".join(closed)
-
-
 @pytest.mark.repro
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_findings_at_demo_size(name):
     """Every claim check outside KNOWN_GAPS holds at demo size; every gap still fails."""
-    _check(name, "demo")
+    check_findings(ROOT, name, "demo", KNOWN_GAPS.get((name, "demo"), set()))
 
 
 # ------------------------------------------------------------------ default (smoke)
@@ -158,8 +138,8 @@ def test_r14_smoke_lock_read_batching():
     one doorbell makes them one round trip, so a transaction needs at least one round trip
     fewer (2.86 against 4.13 at this size) and commits more."""
     _, rows = _rows("r14_nowait_batching", "smoke")
-    on = _value(rows, **{"protocol.lock_read_batch": True})
-    off = _value(rows, **{"protocol.lock_read_batch": False})
+    on = one_row(rows, **{"protocol.lock_read_batch": True})
+    off = one_row(rows, **{"protocol.lock_read_batch": False})
     assert on["round_trips_per_txn"] <= off["round_trips_per_txn"] - 1, (on, off)
     assert on["throughput_mtxns"] > off["throughput_mtxns"], (on, off)
 
@@ -171,7 +151,7 @@ def test_fig21_smoke_stage_latencies():
     _, rows = _rows("fig21_latency_breakdown", "smoke")
 
     def lat(kind, verbs, stage):
-        return _value(rows, **{"protocol.kind": kind, "protocol.verbs": verbs})[f"lat_{stage}_us"]
+        return one_row(rows, **{"protocol.kind": kind, "protocol.verbs": verbs})[f"lat_{stage}_us"]
     others = ("nowait", "waitdie", "occ", "sundial")
     assert all(lat("mvcc", "one_sided", "lock") > lat(k, "one_sided", "lock") for k in others)
     assert all(lat("occ", "rpc", "commit") > lat(k, "rpc", "commit")
