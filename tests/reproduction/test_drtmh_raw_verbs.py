@@ -1,9 +1,12 @@
 """DrTM+H raw-verb findings D1-D7 from mechanism (all but D5 above 64 B are calibration
 checks: the NIC profile was fitted to fig. 5a, 5b and 3a).
 
-The default run checks every claim of the three scenarios at their ``demo`` size (fewer
-payloads, shorter windows); ``make test-all`` (marker ``repro``) checks them at full size.
-Every check holds but the known gaps (KNOWN_GAPS), which must fail.
+The default run checks fig. 3a's claims at its ``demo`` size; fig. 5a's and 5b's demo
+sizes take minutes each and their checks are calibration targets but one, so they run
+with ``make test-all`` (marker ``slow``), as every full size does (marker ``repro``).
+What the default run keeps of them is ``tests/unit/test_fingerprint.py``: any change to
+the raw-verb results of the model fails it. Every check holds but the known gaps
+(KNOWN_GAPS), which must fail.
 """
 import os
 from pathlib import Path
@@ -44,7 +47,10 @@ def _assert_all_hold(claims: list[dict], gaps: set[str]) -> None:
     assert not closed, "known gaps now hold (update KNOWN_GAPS):\n" + "\n".join(closed)
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", [
+    pytest.param("fig5a_raw_verbs", marks=pytest.mark.slow),
+    pytest.param("fig5b_80node_connections", marks=pytest.mark.slow),
+    "fig3a_shared_context"])
 def test_findings_hold_at_demo_size(name):
     """Every claim check of the scenario holds on its reduced (demo) sweep but the known
     gaps, which fail."""
