@@ -40,6 +40,14 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:  # no compiler, no Python headers
             print(f"rnicsim: compiled core not built ({exc}); pure Python", file=sys.stderr)
 
+    def copy_file(self, infile, outfile, *args, **kwargs):
+        """Put a built extension in place by renaming a copy over it: processes running
+        the old one keep its file (writing into it would change their mapped code)."""
+        tmp = f"{outfile}.tmp{os.getpid()}"
+        result = super().copy_file(infile, tmp, *args, **kwargs)
+        os.replace(tmp, outfile)
+        return (outfile, result[1]) if isinstance(result, tuple) else result
+
     def build_extension(self, ext) -> None:
         try:
             super().build_extension(ext)
@@ -58,7 +66,10 @@ def extensions() -> list:
     exts = [Extension(f"rnicsim.hw.{m}", [f"rnicsim/hw/{m}.py"], extra_compile_args=CFLAGS)
             for m in compiled_modules()]
     try:
-        return cythonize(exts, quiet=True, compiler_directives={"language_level": 3})
+        # Types come from the .pxd files only: the .py annotations document the model
+        # (a "float" there may be handed an int), they are no C types.
+        return cythonize(exts, quiet=True, compiler_directives={
+            "language_level": 3, "annotation_typing": False})
     except Exception as exc:
         print(f"rnicsim: Cython failed ({exc}); pure Python", file=sys.stderr)
         return []

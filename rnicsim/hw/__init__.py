@@ -26,7 +26,7 @@ from importlib.util import spec_from_file_location
 from pathlib import Path
 
 # Modules of the per-verb path that setup.py compiles (it reads this tuple).
-COMPILED = ("calendar",)
+COMPILED = ("calendar", "link", "pcie")
 
 _HERE = Path(__file__).resolve().parent
 

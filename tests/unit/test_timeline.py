@@ -4,7 +4,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rnicsim.hw.link import LinkDir, transmit
-from rnicsim.hw.pcie import Pcie
 from rnicsim.cluster import Cluster
 from rnicsim.profile import load_profile
 from rnicsim.sim import Simulation
@@ -156,7 +155,7 @@ def test_an_incast_of_single_packets_is_held_to_the_port_rate():
 
 
 @pytest.mark.parametrize("profile,grh", [("cx4-edr", 0), ("cx4-roce-100g", 40)])
-def test_a_ud_receive_writes_a_grh_only_when_the_packet_has_one(profile, grh, monkeypatch):
+def test_a_ud_receive_writes_a_grh_only_when_the_packet_has_one(profile, grh):
     """A 100-B UD SEND: the receiver DMA-writes the payload, plus the 40-B GRH on RoCE,
     whose packets always carry one; on InfiniBand inside a subnet there is none and the
     first 40 B of the buffer stay unwritten (IBA 11.4.1.2). The payload lands at offset 40
@@ -170,15 +169,9 @@ def test_a_ud_receive_writes_a_grh_only_when_the_packet_has_one(profile, grh, mo
     mr = ctx[1].reg_mr(4096)
     payload = bytes(range(100))
     b.post_recv([WorkRequest(0, 4096, "r", local=mr, local_offset=0)])
-    pcie = cl.nodes[1].nics[0].pcie
-    writes = []
-    dma_write = Pcie.dma_write
-
-    def spy(self, t, n, *rest):
-        if self is pcie:
-            writes.append(n)
-        return dma_write(self, t, n, *rest)
-    monkeypatch.setattr(Pcie, "dma_write", spy)
+    writes = []       # bytes of each DMA write of the receiving NIC (its trace events)
+    sim.trace.subscribe(lambda t, name, scope, data: writes.append(data["bytes"]),
+                        "pcie.dma_write", f"{cl.nodes[1].nics[0].name}/pcie/up")
 
     def proc():
         yield sim.timeout(10_000)                 # the RECV descriptor is on the NIC
