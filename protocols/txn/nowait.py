@@ -296,15 +296,23 @@ class System(TxnSystem):
             self.wake(node)
             return True, 1, op * len(items)
 
+        ep.register(H_LOCK, lock)
+        ep.register(H_COMMIT, commit)
+        ep.register(H_RELEASE, self.release_handler(node))
+
+    def release_handler(self, node: int):
+        """The release RPC's handler on ``node``: unlock the records, let parked lock
+        requests go on, acknowledge."""
+        store = self.store
+        op = self.costs.record_op
+
         def release(src, items):
             for table, slot in items:
                 store.unlock_local(node, table, slot)
             self.wake(node)
             return True, 1, op * len(items)
 
-        ep.register(H_LOCK, lock)
-        ep.register(H_COMMIT, commit)
-        ep.register(H_RELEASE, release)
+        return release
 
     def park(self, ep: Endpoint, token, table: int, slot: int, word: int) -> None:
         """Hook of WAIT-DIE: keep a lock request until the lock is free."""

@@ -152,6 +152,7 @@ class System(TxnSystem):
     how = nowait.System.how
     wake = nowait.System.wake
     _unlock_mine = nowait.System.unlock_mine
+    release_handler = nowait.System.release_handler
     park = waitdie.System.park
     _tick = waitdie.System._tick
 
@@ -509,12 +510,6 @@ class System(TxnSystem):
             self.wake(node)
             return True, 1, op * len(items)
 
-        def release(src, items):
-            for table, slot in items:
-                store.unlock_local(node, table, slot)
-            self.wake(node)
-            return True, 1, op * len(items)
-
         for hid, fn in ((H_READ, read), (H_LOCK, lock), (H_RENEW, renew),
-                        (H_UPDATE, update), (H_RELEASE, release)):
+                        (H_UPDATE, update), (H_RELEASE, self.release_handler(node))):
             ep.register(hid, fn)
