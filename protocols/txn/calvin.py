@@ -491,9 +491,7 @@ class System(TxnSystem):
         writes to their backups and installs them."""
         me = ep.node
         spec = r.spec
-        if spec.phase_ns[0]:
-            yield ep.compute(spec.phase_ns[0])
-        yield from self.run_body(tx)
+        yield from self.run_body(tx, ep)
         if r.written is None:
             r.written = [k for k, x in tx.recs.items() if x.new is not None]
             for k in r.written:

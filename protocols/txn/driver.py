@@ -210,8 +210,12 @@ class TxnSystem:
                     ph[k] = ph.get(k, 0.0) + v
 
     # ================================================================ shared steps
-    def run_body(self, tx: Txn):
-        """Run the transaction body, then wait for its prefetches still in flight."""
+    def run_body(self, tx: Txn, ep=None):
+        """The execution phase: the coordinator's CPU of it (``phase_ns[0]``, on ``ep``,
+        default the attempt's thread), the transaction body, then a wait for its
+        prefetches still in flight."""
+        if tx.spec.phase_ns[0]:
+            yield (ep or tx.ep).compute(tx.spec.phase_ns[0])
         body = tx.spec.body(tx)
         if not isinstance(body, Generator):
             raise TypeError(f"transaction {tx.spec.name!r}: TxnSpec.body(tx) must return "

@@ -279,8 +279,6 @@ class System(TxnSystem):
         tx.ts = self.timestamp(owner)
         tx.phases = dict.fromkeys(self.STAGES, 0.0)
         ep = tx.ep
-        if spec.phase_ns[0]:
-            yield ep.compute(spec.phase_ns[0])
         yield from self.run_body(tx)
         recs = list(tx.recs.values())
         writes = [r for r in recs if r.new is not None]

@@ -103,8 +103,6 @@ class System(TxnSystem):
         tx.owner = owner
         tx.ts = self.timestamp(tx, owner)
         t = sim.now
-        if spec.phase_ns[0]:
-            yield tx.ep.compute(spec.phase_ns[0])
         yield from self.run_body(tx)
         now = sim.now
         tx.phases["read"] = now - t

@@ -212,8 +212,6 @@ class OccSystem(TxnSystem):
         spec = tx.spec
         E, V, L, C = self.phase_keys
         t = sim.now
-        if spec.phase_ns[0]:
-            yield tx.ep.compute(spec.phase_ns[0])
         tx.owner = owner
         yield from self.run_body(tx)
         if tx.doomed:

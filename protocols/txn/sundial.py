@@ -195,8 +195,6 @@ class System(TxnSystem):
         spec = tx.spec
         tx.owner = owner
         tx.ts = self.timestamp(tx, owner)
-        if spec.phase_ns[0]:
-            yield tx.ep.compute(spec.phase_ns[0])
         yield from self.run_body(tx)
         recs = list(tx.recs.values())
         writes = [r for r in recs if r.new is not None]
