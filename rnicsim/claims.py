@@ -163,11 +163,9 @@ def _selected(c, rows: list[dict]) -> bool:
     return bool(_paired(rows, a, b, c.over, c.range, None))
 
 
-# Papers as sources name them: by system, or (the profiles) by their number in the
-# project's seeds/ folder (CLAIMS.md: 000 = DrTM+H, 001 = RCC, 002 = RoCE cluster
-# configuration, 004 = RDMC). One name per paper, so a figure cited either way matches.
-_PAPER = re.compile(r"seed 00([0124])|DrTM\+H|RCC|RoCE cluster configuration|RDMC")
-_BY_SEED = {"0": "DrTM+H", "1": "RCC", "2": "RoCE cluster configuration", "4": "RDMC"}
+# Papers as every source (profile parameter or scenario check) names them: by system. A
+# figure matches only when both sources name its paper the same way.
+_PAPER = re.compile(r"DrTM\+H|RCC|RoCE cluster configuration|RDMC")
 _FIG = re.compile(r"fig\. (\d+)([a-z]?)")
 # Claim ids a source cites: "(D9)", "(E8)", a range "(D1-D4)".
 _IDS = re.compile(r"\(([A-Z])(\d+)(?:-\1(\d+))?\)")
@@ -175,7 +173,7 @@ _IDS = re.compile(r"\(([A-Z])(\d+)(?:-\1(\d+))?\)")
 
 def _paper(text: str) -> str | None:
     m = _PAPER.search(text)
-    return None if m is None else _BY_SEED[m.group(1)] if m.group(1) else m.group(0)
+    return None if m is None else m.group(0)
 
 
 def _figures(text: str) -> set[tuple[str, str, str]]:

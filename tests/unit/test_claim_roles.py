@@ -2,11 +2,14 @@
 strictness of ``agg: worst`` and of ``dominates`` margins, and the validation score."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import TypeAdapter
 
-from rnicsim.claims import BEATS, evaluate, score, score_line
+from rnicsim.claims import BEATS, citations, evaluate, score, score_line
 from rnicsim.cli import main
+from rnicsim.profile import available_profiles, load_profile
 from rnicsim.scenario import Claim
 
 SCENARIO = """name: t
@@ -34,19 +37,52 @@ def test_a_validation_check_whose_claim_a_profile_parameter_cites_is_refused(tmp
     assert code == 2
     assert err == (f"rnicsim validate: error: {f}: expected[0].role: role calibration: "
                    "parameter nic.processing_units of profile cx4-edr cites claim D3 (its "
-                   "source: fitted: seed 000 fig. 5a peaks (D1-D4))\n")
+                   "source: fitted: DrTM+H fig. 5a peaks (D1-D4))\n")
     assert validate(tmp_path, capsys, "D3", "calibration", "DrTM+H sec. 4.2")[0] == 0
 
 
 def test_a_validation_check_on_a_figure_a_parameter_cites_is_refused(tmp_path, capsys):
-    """A check citing fig. 5b of DrTM+H (the profile names the paper by its seed, "seed
-    000 fig. 5b") is calibration on cx4-edr whatever its claim id; another figure of the
-    same paper, or the same figure number of another paper, is not."""
+    """A check citing fig. 5b of DrTM+H (cx4-edr's qp_cache_entries cites "DrTM+H fig.
+    5b") is calibration on cx4-edr whatever its claim id; another figure of the same
+    paper, or the same figure number of another paper, is not."""
     code, err, _f = validate(tmp_path, capsys, "D99", "validation", "DrTM+H sec. 4, fig. 5b")
     assert code == 2
     assert "parameter nic.qp_cache_entries of profile cx4-edr cites DrTM+H fig. 5b" in err
     assert validate(tmp_path, capsys, "D99", "validation", "DrTM+H fig. 14")[0] == 0
     assert validate(tmp_path, capsys, "M99", "validation", "RDMC fig. 5b")[0] == 0
+
+
+def _sources(node: dict, prefix: str = ""):
+    """(key path, source) of every parameter of a profile's ``model_dump()``."""
+    for k, v in node.items():
+        if isinstance(v, dict) and "source" in v:
+            yield prefix + k, v["source"]
+        elif isinstance(v, dict):
+            yield from _sources(v, f"{prefix}{k}.")
+
+
+def _figures_of(profile, key: str) -> set[tuple[str, str, str]]:
+    """The figures parameter ``key`` of ``profile`` cites, as the role check reads them."""
+    return next((f for k, _src, _ids, f in citations(profile) if k == key), set())
+
+
+def test_every_figure_a_shipped_profile_cites_names_its_paper_by_system():
+    """The role check knows papers by system only (DrTM+H, RCC, RoCE cluster
+    configuration, RDMC): a source citing a figure of a paper named otherwise ("seed 000
+    fig. 5b") cites no figure, and a validation check on that figure would not be refused.
+    Every figure a shipped profile's parameter cites is seen."""
+    cx4 = load_profile("cx4-edr")
+    assert _figures_of(cx4, "nic.qp_cache_entries") == {("DrTM+H", "5", "b")}
+    for source, figures in (("DrTM+H fig. 5b", {("DrTM+H", "5", "b")}),
+                            ("seed 000 fig. 5b", set())):
+        p = cx4.with_overrides({"nic.qp_cache_entries": 384}, source)
+        assert _figures_of(p, "nic.qp_cache_entries") == figures
+    for name in available_profiles():
+        p = load_profile(name)
+        seen = {key for key, _src, _ids, f in citations(p) if f}
+        citing = {key for key, src in _sources(p.model.model_dump())
+                  if re.search(r"fig\. \d", src)}
+        assert citing - seen == set(), name
 
 
 def test_every_check_declares_its_role(tmp_path, capsys):
