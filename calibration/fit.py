@@ -155,7 +155,7 @@ BOOT_NFEV = 4          # evaluations per bootstrap refit (the first is the best 
 BOUNDS = {"time": (0.1, 10.0), "rate": (0.25, 2.0), "size": (0.125, 8.0),
           "count": (0.125, 8.0)}
 #: Wider bounds for parameters whose base is a lower bound, not an estimate: the shipped
-#: coroutine_switch is Boost's bare 20-ns switch (seed 000 sec. 4.1), while a scheduler's
+#: coroutine_switch is Boost's bare 20-ns switch (DrTM+H sec. 4.1), while a scheduler's
 #: bookkeeping per yield can cost tens of times that (r2's co_bench suggests ~0.85 us).
 KEY_BOUNDS = {"host.coroutine_switch": (0.1, 100.0)}
 

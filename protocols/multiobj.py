@@ -1,7 +1,7 @@
 """Multi-object micro-benchmark of DrTM+H: one-sided vs two-sided under the optimizations.
 
 Scope
-    Seed 000 (DrTM+H, OSDI'18) sec. 4.2 "Micro-benchmarks" (fig. 6) and sec. 7 (fig. 16,
+    DrTM+H (OSDI'18) sec. 4.2 "Micro-benchmarks" (fig. 6) and sec. 7 (fig. 16,
     18, 20): every transaction touches ``objects`` records of ``payload`` bytes, each on a
     remote node drawn uniformly among the other nodes; ``op: read`` models the execution
     phase (fetch the records), ``op: write`` the commit phase (write the updates back).
@@ -11,7 +11,7 @@ Scope
     - ``one_sided``: a READ (or WRITE) per object on the RC QP of the issuing thread to
       the same thread index of the target node (:class:`protocols.rpc.Mesh`); the record
       sits at a random offset of a region registered on every node. A WRITE payload under
-      64 B is inlined (seed 000 sec. 4.1), as in :mod:`protocols.txn.occ`.
+      64 B is inlined (DrTM+H sec. 4.1), as in :mod:`protocols.txn.occ`.
     - ``two_sided``: an RPC per object over the thread's UD QP
       (:class:`protocols.rpc.Endpoint`): the request names the object (``key`` bytes, plus
       the payload for a write), the handler runs on the target thread's core (the RPC
@@ -48,11 +48,11 @@ Scope
     without passive ACK, and what the receive queues are sized for: UD drops a message
     that finds no RECV). A handler consuming a request returns its credit at once, with no
     message of its own: in this symmetric workload the acknowledgement rides on traffic
-    going the other way (seed 000 fig. 4). A transaction with passive ACK is done, for
+    going the other way (DrTM+H fig. 4). A transaction with passive ACK is done, for
     throughput and latency, when the last of its requests has been handled.
 
     Not modelled: the bookkeeping of posted requests that doorbell batching adds to
-    one-sided code (seed 000 sec. 4.2) -- no cost is invented for it; record contents and
+    one-sided code (DrTM+H sec. 4.2) -- no cost is invented for it; record contents and
     conflicts (no locking: a pure primitive benchmark); local objects (every object is
     remote).
 
@@ -95,7 +95,7 @@ H_OBJECT = 1          # RPC handler id of an object access
 
 
 class MultiObjWorkload(BaseModel):
-    """Multi-object reads or writes per transaction (seed 000 fig. 6, 16, 18, 20)."""
+    """Multi-object reads or writes per transaction (DrTM+H fig. 6, 16, 18, 20)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["multiobj"] = "multiobj"

@@ -1,8 +1,10 @@
-"""Remote reads on a RoCE cluster: the verb choices of seed 002 (APNet'19), from mechanism.
+"""Remote reads on a RoCE cluster: the verb choices of the RoCE cluster configuration
+paper (APNet'19), from mechanism.
 
 Covers
-    Ways to fetch an object of ``payload`` bytes from a server's memory (seed 002 sec. 2.2,
-    4.1), each named ``<request>/<reply>-<completion>`` as the paper does:
+    Ways to fetch an object of ``payload`` bytes from a server's memory (RoCE cluster
+    configuration sec. 2.2, 4.1), each named ``<request>/<reply>-<completion>`` as the
+    paper does:
 
     ``read_intr``        one-sided READ; the client sleeps on its completion queue
                          (interrupts).

@@ -6,7 +6,7 @@ Covers
     are 8-byte integers of cents; amounts as in DrTM+H (5.00, 1.30, 20.20, 5.00).
 
 Scenario
-    ``accounts_per_thread`` x threads x nodes accounts (seed 000: 100,000 per thread),
+    ``accounts_per_thread`` x threads x nodes accounts (DrTM+H: 100,000 per thread),
     placed by hashing the id (account ``a`` on node ``a mod N``), so with N nodes a
     transaction's records are remote with probability (N - 1) / N (no locality, as seed
     000 sec. 5 says). Skew as "4 % of records are accessed by 90 % of transactions": each
@@ -15,7 +15,7 @@ Scenario
     ``TX_HOT``; DrTM+H's code reads the knob the other way, PROTOCOL-FACTS 2.1).
     Two-account transactions draw two distinct accounts from the same range.
 
-    Coordinator CPU per phase: seed 000 Table 3 (E 678, V 185, L 134, C 87 cycles)
+    Coordinator CPU per phase: DrTM+H Table 3 (E 678, V 185, L 134, C 87 cycles)
     at the host clock.
 
 Conservation: every transaction sets ``tx.delta`` to the money it adds (deposits,
@@ -35,7 +35,7 @@ SAVINGS, CHECKING = 0, 1
 INITIAL = 10_000_00          # cents in every account at start (stored as 0)
 MIX = (("send_payment", 25), ("deposit_checking", 15), ("balance", 15),
        ("transact_saving", 15), ("write_check", 15), ("amalgamate", 15))
-TABLE3_CYCLES = (678, 185, 134, 87)   # seed 000 Table 3, SmallBank: E, V, L, C
+TABLE3_CYCLES = (678, 185, 134, 87)   # DrTM+H Table 3, SmallBank: E, V, L, C
 _I64 = struct.Struct("<q")
 # The records each transaction touches, (table, key, for_update), as its body reads them.
 _KEYS = {

@@ -1,8 +1,8 @@
-"""TPC-C New-Order, always distributed (seed 000 sec. 5: "TPC-C/no").
+"""TPC-C New-Order, always distributed (DrTM+H sec. 5: "TPC-C/no").
 
 Covers
     Only New-Order (DrTM+H ``config.xml``: new 100). ``warehouses_per_node`` warehouses
-    per machine (seed 000: 384 on 16 machines = threads); thread ``t`` of a node uses home
+    per machine (DrTM+H: 384 on 16 machines = threads); thread ``t`` of a node uses home
     warehouse ``t mod warehouses_per_node`` of that node. 10 districts, 3,000 customers,
     100,000 items (stock records per warehouse).
 
@@ -12,7 +12,7 @@ Scenario (DrTM+H ``tpcc_worker_new.cc`` with ``-r 100``)
     supplying warehouse drawn uniformly among the *other* warehouses with probability
     ``remote_item_pct``/100 (else the home warehouse): remote when that warehouse lives on
     another machine, so nearly every New-Order is distributed. The stock reads are
-    independent and go out together (speculative execution, seed 000 sec. 6.1). It
+    independent and go out together (speculative execution, DrTM+H sec. 6.1). It
     writes the district (next order id) and every stock (quantity, ytd, order count,
     remote count), and inserts the order, new-order and one order line per item (local,
     logged). Items are read from the local, never written item table (CPU only).
@@ -20,7 +20,7 @@ Scenario (DrTM+H ``tpcc_worker_new.cc`` with ``-r 100``)
     is read), those of local stocks first; with outstanding requests every stock read goes
     out first and the transaction waits for them only when it reaches the first remote
     stock, so the district update, the local order lines and ``logic`` overlap the round
-    trip (DrTM+H's speculative execution, seed 000 sec. 6.1; ``tpcc_worker_new.cc`` with
+    trip (DrTM+H's speculative execution, its sec. 6.1; ``tpcc_worker_new.cc`` with
     ``OR``); otherwise each is fetched when its order line needs it.
 
     The district of a transaction is its coroutine's (``coroutine mod districts``; with
@@ -38,7 +38,7 @@ Scenario (DrTM+H ``tpcc_worker_new.cc`` with ``-r 100``)
     which the published runs did not have). ``districts: 10`` gives the strict schema
     and its contention.
 
-CPU: seed 000 Table 3 per phase (E 342, V 454, L 363, C 108 cycles at the host clock),
+CPU: DrTM+H Table 3 per phase (E 342, V 454, L 363, C 108 cycles at the host clock),
 plus the transaction logic (item reads, order-line construction, local inserts into the
 order tables), ``logic`` + ``logic_per_item`` x items [ns]: not given by the paper, fitted
 once to DrTM+H's 7.3 M New-Order/s on 16 machines (D16) and used unchanged everywhere.
@@ -54,7 +54,7 @@ from protocols.txn.store import Table
 
 WAREHOUSE, DISTRICT, CUSTOMER, STOCK = 0, 1, 2, 3
 DISTRICTS, CUSTOMERS, ITEMS = 10, 3000, 100_000
-TABLE3_CYCLES = (342, 454, 363, 108)   # seed 000 Table 3, TPC-C: E, V, L, C
+TABLE3_CYCLES = (342, 454, 363, 108)   # DrTM+H Table 3, TPC-C: E, V, L, C
 ORDER_BYTES, NEW_ORDER_BYTES, ORDER_LINE_BYTES = 48, 16, 64
 _STOCK = struct.Struct("<qqqq")
 _DIST = struct.Struct("<q")

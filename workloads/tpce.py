@@ -1,4 +1,4 @@
-"""TPC-E Customer-Position: a distributed read-only transaction (seed 000 sec. 5.5).
+"""TPC-E Customer-Position: a distributed read-only transaction (DrTM+H sec. 5.5).
 
 Covers
     DrTM+H ``tpce_worker_new.cc`` (``TpceWorker::txn_cp_new``): read the customer, its
@@ -92,7 +92,7 @@ class TpceSpec:
     trades_per_customer: float = 57.6
     logic: float = 1000.0
     # Fitted once, to D15's 0.25 M Customer-Positions/s per machine (one-sided with the
-    # location cache, seed 000 sec. 5.5; the paper gives no unit, read per machine as
+    # location cache, DrTM+H sec. 5.5; the paper gives no unit, read per machine as
     # fig. 6's 8.43 M is): the CPU of one row as txn_cp_new handles it (iterator step, the
     # std::map<std::string> security lookups, the get's bookkeeping). Was 100 ns, assumed,
     # which ran the transaction 5x faster than published.

@@ -1,4 +1,4 @@
-"""RDMC multicast engine on simulated RC queue pairs (Behrens et al., seeds/004; issue 4).
+"""RDMC multicast engine on simulated RC queue pairs (Behrens et al.; issue 4).
 
 Scope
     Turns a block schedule (:mod:`protocols.rdmc.schedules`) into RDMA operations on the

@@ -1,6 +1,6 @@
 """RDMC block schedules: which node sends which block to whom, step by step.
 
-Scope: the five block-transfer patterns of RDMC (Behrens et al., seeds/004, section 4.3-4.4;
+Scope: the five block-transfer patterns of RDMC (Behrens et al., section 4.3-4.4;
 Derecho ``src/rdmc/schedule.cpp``) as pure functions. No SimPy, no hardware, stdlib only.
 The multicast engine turns a schedule into RDMA writes; this module only says *what* moves.
 

@@ -1,4 +1,4 @@
-"""The RDMC paper's experiments (seeds/004, section 5) as plain functions returning metrics.
+"""The RDMC paper's experiments (section 5) as plain functions returning metrics.
 
 Every function builds fresh simulations, takes ``size="demo"`` (reduced, seconds) or
 ``"full"`` (the paper's scale, minutes), a ``profile`` (name or :class:`Profile`) with an

@@ -3,7 +3,7 @@
 Scope
     Coordinator coroutines on worker threads run transactions written against a small
     API (:class:`Txn`: ``read``/``read_many``/``write``/``insert``/``compute``) that hides
-    the protocol. A read-write transaction goes through four phases (seed 000 sec. 2.2):
+    the protocol. A read-write transaction goes through four phases (DrTM+H sec. 2.2):
 
     ====  ==========================  ===========================  ========================
     E     one-sided: READ the record  two-sided: one RPC per       hybrid: READ on a
@@ -48,7 +48,7 @@ Scope
     ``only_execution`` is the released code's ``TX_ONLY_EXE`` build switch ("run only the
     execution phase", PROTOCOL-FACTS 1.1): ``RtxOCC::commit`` and ``OCCR::commit`` return
     at once (``dummy_commit``), so a transaction is its execution phase alone, the
-    set-up for studying that phase by itself (seed 000 fig. 7). No history is recorded.
+    set-up for studying that phase by itself (DrTM+H fig. 7). No history is recorded.
 
     ``no_abort`` reproduces the released DrTM+H code as its paper measured it (build
     switch ``NO_ABORT`` fixed at 1): ``RtxOCC::commit`` (``src/rtx/occ.cc``) and
@@ -62,7 +62,7 @@ Scope
     updates: histories are not serializable (``protocols.txn.history`` says so), and
     SmallBank's money is not conserved. Off by default.
 
-    CPU: per phase the workload's cost (seed 000 Table 3, cycles at the host clock) on
+    CPU: per phase the workload's cost (DrTM+H Table 3, cycles at the host clock) on
     the coordinator; handlers book ``rpc.dispatch`` + ``record_op`` per record (+ copy per
     log byte) on the serving thread; local records cost ``local_access``.
 

@@ -1,4 +1,4 @@
-"""Presets: the primitive per phase of the systems seed 000 compares (its Table 4).
+"""Presets: the primitive per phase of the systems DrTM+H compares (its Table 4).
 
 ===========  =======================  ===========  ====  ==========  =======  ===========
 system       E (execution)            V (lock +    L     C           RO: R/V  options
@@ -8,18 +8,18 @@ FaRM         I (no location cache)    II + I       I     II          I / I    -
 DrTM+R       I (location cache)       I + I        I     I + I       I / I    -
 FaSST        II, locks in execution   II           II    II          II / II  FaSST OCC
 DrTM+H       I on cache hit, else II  I + I        I     I           I/II / I passive ACK
-hybrid-FaSST FaSST with one-sided validation and logging (seed 000 fig. 13d)
+hybrid-FaSST FaSST with one-sided validation and logging (DrTM+H fig. 13d)
 DrTM+H       as DrTM+H, but II + I    II + I       I     II          I/II / I passive ACK
 (rpc-lock)   validation and II commit
 ===========  =======================  ===========  ====  ==========  =======  ===========
 
-``drtmh-rpc-lock`` is DrTM+H's own rule (seed 000 sec. 6.1) for NICs whose atomics are slow
+``drtmh-rpc-lock`` is DrTM+H's own rule (its sec. 6.1) for NICs whose atomics are slow
 or cannot be mixed with local CPU atomics: "Otherwise two-sided is preferred" for locking,
 and commit then uses RPC too ("DrTM+H uses one-sided WRITES to commit if one-sided ATOMIC is
 used in the validation phase. Otherwise DrTM+H uses two-sided RPC"); logging stays one-sided.
 
 All presets use coroutines, outstanding requests in validation, logging and commit, and
-doorbell batching of RPCs (seed 000 sec. 6.3: "all existing optimizations ... are
+doorbell batching of RPCs (DrTM+H sec. 6.3: "all existing optimizations ... are
 enabled"). Passive ACK and outstanding requests in the execution phase (speculative
 execution: the independent reads of a transaction go out together, sec. 6.1) are
 DrTM+H's own; the prior designs fetch a transaction's records one at a time.

@@ -1,4 +1,4 @@
-"""Seed 000 (DrTM+H) transaction-layer findings (D8, D10-D22, D24) from mechanism.
+"""DrTM+H transaction-layer findings (D8, D10-D22, D24) from mechanism.
 
 The default run checks, at the scenarios' ``smoke`` size (3 nodes x 4 threads, a few
 points, seconds each), the orderings that size can show. Marked ``repro`` (``make
@@ -133,7 +133,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # and 0.56 (0.25).
     ("fig15_latency_breakdown", "full"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
-    # ConnectX-3 multi-object (2026-11-26): one-sided 1.6x two-sided (0.62), where seed 000
+    # ConnectX-3 multi-object (2026-11-26): one-sided 1.6x two-sided (0.62), where DrTM+H
     # sec. 7 finds one-sided no faster on ConnectX-3.
     ("fig16_cx3_multi_object", "demo"): _CX3_MULTI,
     ("fig16_cx3_multi_object", "full"): _CX3_MULTI,

@@ -1,4 +1,4 @@
-"""protocols.multiobj: the multi-object micro-benchmark (seed 000 fig. 6) on tiny clusters.
+"""protocols.multiobj: the multi-object micro-benchmark (DrTM+H fig. 6) on tiny clusters.
 
 What is posted per transaction under each optimization (counted where software meets the
 verbs facade), passive ACK with no replies, option checks with clear errors, same seed same

@@ -1,4 +1,5 @@
-"""workloads/roce_reads.py: the seed 002 remote-read methods, small and fast."""
+"""workloads/roce_reads.py: the RoCE cluster configuration paper's remote-read methods,
+small and fast."""
 from pathlib import Path
 
 import pytest

@@ -40,7 +40,7 @@ def _one(cx4, name, read_only=False, coroutines=1, **over):
     return m, b, hist
 
 
-# E + V(lock) + L + C round trips of one remote read-modify-write (seed 000 Table 4)
+# E + V(lock) + L + C round trips of one remote read-modify-write (DrTM+H Table 4)
 @pytest.mark.parametrize("name,rts", [("drtmh", 3), ("farm", 5), ("drtmr", 4), ("fasst", 3),
                                       ("hybrid-fasst", 3)])
 def test_round_trips_per_transaction(cx4, name, rts):
