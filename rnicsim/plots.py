@@ -414,7 +414,10 @@ def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> list:
     belongs to (``*`` a value, ``v`` an upper bound, ``^`` a lower bound), a horizontal
     segment for an x range, a dotted level across the plot without x; one legend entry
     per source, ``published (SOURCE)``. Returns (x, y, text) of each point's label (or
-    claim id), for :func:`_annotate`."""
+    claim id), for :func:`_annotate`. A claim id that several unlabelled points of one
+    source share (a table's column drawn on one plot) is named once, in that source's
+    legend entry (``published (SOURCE; R8)``), not beside each point."""
+    shared = _shared_claims(p.published)
     seen: set[str] = set()
     notes: list[tuple[float, float, str]] = []
     for pt in p.published:
@@ -422,14 +425,15 @@ def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> list:
         marker = _BOUND_MARKERS[pt.bound]
         style = dict(marker=marker, ms=12 if marker == "*" else 9, mec="black", mew=1.0,
                      ls="none", zorder=5)
-        legend = f"published ({pt.source})"
+        ids = shared.get(pt.source, [])
+        legend = f"published ({pt.source}{'; ' + ', '.join(ids) if ids else ''})"
         if legend not in seen:            # one entry per source, in a neutral colour
             seen.add(legend)
             if pt.x is None:
                 ax.plot([], [], label=legend, ls=":", color="0.25", lw=1.5)
             else:
                 ax.plot([], [], label=legend, mfc="white", **dict(style, marker="*", ms=12))
-        text = pt.label or pt.claim or ""
+        text = pt.label or (pt.claim if pt.claim not in ids else "") or ""
         if pt.x is None:
             ax.axhline(pt.y, ls=":", color="0.25" if colour == "white" else colour, lw=1.5,
                        zorder=4)
@@ -453,6 +457,20 @@ def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> list:
         if text:
             notes.append((xs[-1], pt.y, text))
     return notes
+
+
+def _shared_claims(points) -> dict[str, list[str]]:
+    """Source -> the claim ids (in order of first use) that two or more of its unlabelled
+    points carry."""
+    count: dict[tuple[str, str], int] = {}
+    for pt in points:
+        if pt.claim and not pt.label:
+            count[(pt.source, pt.claim)] = count.get((pt.source, pt.claim), 0) + 1
+    out: dict[str, list[str]] = {}
+    for (source, claim), n in count.items():
+        if n > 1:
+            out.setdefault(source, []).append(claim)
+    return out
 
 
 def _annotate(ax, notes: list[tuple[float | None, float, str]]) -> None:

@@ -178,6 +178,26 @@ def test_published_points_are_drawn_with_a_legend_entry_per_source(tmp_path):
     assert [t.get_text() for t in ax.texts] == ["D1", "READ peak"]
 
 
+def test_a_claim_shared_by_unlabelled_points_of_a_source_is_named_once_in_the_legend(tmp_path):
+    """Two unlabelled D5 points of table T go without text, 'D5' joins T's legend entry;
+    the lone unlabelled D1 point and the labelled D5 point keep their text beside them."""
+    sc = scenario(tmp_path, """\
+  - x: workload.payload
+    y: throughput_mops
+    series: workload.verb
+    where: {workload.shared_context: false}
+    published:
+      - {x: 8, y: 60, series: {workload.verb: read}, claim: D5, source: T}
+      - {x: 64, y: 130, claim: D1, source: T}
+      - {x: 64, y: 70, series: {workload.verb: read}, claim: D5, source: T}
+      - {x: 8, y: 50, series: {workload.verb: write}, claim: D5, label: D5 write, source: T}
+""")
+    _fig, ax = draw(sc)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "read", "write", "published (T; D5)"]
+    assert [t.get_text() for t in ax.texts] == ["D1", "D5 write"]
+
+
 def test_a_published_point_on_a_bar_sits_on_its_series_bar(tmp_path):
     sc = scenario(tmp_path, """\
   - x: workload.shared_context
