@@ -106,8 +106,9 @@ def test_dcqcn_spares_the_victim_of_an_incast_on_a_leaf_spine():
     """The leaf-spine what-if, shortened: a victim flow sharing links (and its source NIC)
     with a 12:1 incast is slowed down far less with DCQCN than with PFC alone, and
     DCQCN cuts the pause time. The victim's own NIC keeps it behind one incast message at
-    a time (per-QP round robin); until 2026-11-25 it waited for every incast WRITE its NIC
-    had queued, whatever DCQCN did (99x slower either way)."""
+    a time (per-QP round robin); in ready order (``tx_arbitration: fifo``) it would wait
+    for every incast WRITE its NIC had queued, whatever DCQCN did (99x slower either
+    way)."""
     from pathlib import Path
 
     from rnicsim.runner import run_point
@@ -165,8 +166,8 @@ def test_a_cnp_during_a_long_message_slows_the_rest_of_it(op):
     CNPs then halves the gap to line rate (fast recovery: Rc <- (Rt + Rc)/2), so the
     message loses T (1/2 + 1/4 + 1/8 + ...) ~ T of wire time, T = dcqcn_timer = 55 us.
     The model applies the rate segment by segment (at most cnp_interval / 4 of line-rate
-    time each), so the delay is T within two segments. Until 2026-11-25 a message was
-    paced whole when it was sent, and the CNP changed nothing for it."""
+    time each), so the delay is T within two segments. Paced whole when it was sent, the
+    message would not be slowed by the CNP at all."""
     nic = load_profile("cx3-roce-10g").nic
     base, _ = _one_op(1 << 20, op=op)
     late, qp = _one_op(1 << 20, cnp_at=100_000, op=op)
@@ -182,8 +183,7 @@ def test_marked_packets_of_long_messages_notify_while_they_arrive(write_incast):
     """ECN marks are per packet, and each CNP leaves when its marked packet arrives:
     eight senders each WRITE one 1 MiB message at once into one 10 GbE port. Each sender
     gets CNPs all along its message's arrival, at most one per ``cnp_interval``, not one
-    CNP after the whole message (the model until 2026-11-25 marked a message once and
-    notified on its arrival). With the rate applied segment by segment the port is
+    CNP after the whole message. With the rate applied segment by segment the port is
     shared: the eight finish within 2x of each other, and the port carried the 8 MiB at
     no more than its rate."""
     prof = load_profile("cx3-roce-10g").with_overrides({"nic.dcqcn": True})
@@ -374,10 +374,10 @@ def test_a_packet_overtaking_a_segmented_message_delays_it_once():
     """A long message sent segment by segment (its segments back to back at line rate, as
     DCQCN sends it; the test turns it on for every NIC) arrives when it would whole. A 64-B WRITE that
     overtakes it at the switch port in the middle delays it by the packet's wire time,
-    once: the later segments are booked behind the pushed-back one. Until 2026-11-25
-    each overtaken segment also added the packet to the message's ``late``, so it was
-    taken that much later again (in RDMC's binomial pipeline the few ns made a block
-    lose the race with the ACK of the opposite direction on its QP)."""
+    once: the later segments are booked behind the pushed-back one. Were each overtaken
+    segment to add the packet to the message's ``late`` as well, it would be taken that
+    much later again (in RDMC's binomial pipeline the few ns make a block lose the race
+    with the ACK of the opposite direction on its QP)."""
     alone = _overtaken_write(False, None)
     assert _overtaken_write(True, None) == pytest.approx(alone, abs=1e-6)
     whole = _overtaken_write(False, 40_000)

@@ -194,8 +194,8 @@ def test_long_messages_from_different_senders_share_a_switch_port(segment, write
     no DCQCN). A switch interleaves the packets of its ingresses, so the eight share the
     port and all finish near 8 MiB / 10 Gb/s; the model does it at the resolution of
     ``switch.interleave_segment`` (NICs send long messages in segments). With 0 (whole
-    messages) the port serves them one after the other, as the model did before
-    2026-11-25: the first finishes after about one message time."""
+    messages) the port serves them one after the other: the first finishes after about
+    one message time."""
     prof = load_profile("cx3-roce-10g").with_overrides({"switch.interleave_segment": segment})
     _cl, done = write_incast(prof)
     one = (1 << 20) * 8 / (prof.link.rate / 1e9)          # one message's payload time [ns]

@@ -1,6 +1,6 @@
-"""RDMC used as a first-time user would, wrongly: every misuse found in the audit of
-2026-11-25 is refused with an error naming the argument (or key), and never corrupts a
-group, goes back in time or is silently ignored."""
+"""RDMC used as a first-time user would, wrongly: every misuse an audit of the RDMC API
+found is refused with an error naming the argument (or key), and never corrupts a group,
+goes back in time or is silently ignored."""
 from __future__ import annotations
 
 import os

@@ -79,8 +79,8 @@ def test_cpu_meter_gives_the_busy_share_of_the_measured_window_only(cx4):
     """A worker busy 300 ns of every 1000 ns, and busy all the time before 2000 ns (a
     warm-up burst): over the window [2000, 6000) the meter gives 0.3 (the warm-up does
     not count), and the same after running past the window (a drain does not either); two
-    threads on one core count it once. Before 2026-11-25 multiobj, microbench and the RPC
-    benchmark divided the whole run's CPU by the whole run."""
+    threads on one core count it once. The window's share is what multiobj, microbench
+    and the RPC benchmark report, not the whole run's CPU over the whole run."""
     sim = Simulation(1)
     cl = Cluster(sim, cx4, 2, 1)
     w = Worker(cl, 0, 0)

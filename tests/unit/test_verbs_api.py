@@ -226,8 +226,7 @@ def _send_into(cx4, qtype, buf_len, msg_len):
 
 def test_a_send_longer_than_the_receive_buffer_is_a_local_length_error(cx4):
     """RC: the receive completes LOC_LEN_ERR with nothing written, the responder QP breaks
-    (its other receive is flushed) and the requester's SEND completes REM_INV_REQ_ERR.
-    Before 2026-11-25 the receive completed SUCCESS and wrote past the buffer."""
+    (its other receive is flushed) and the requester's SEND completes REM_INV_REQ_ERR."""
     got, state, data = _send_into(cx4, "RC", 8, 64)
     assert got[1][:2] == [("small", "LOC_LEN_ERR"), ("big", "WR_FLUSH_ERR")]
     assert got[0][0] == (("send", 0), "REM_INV_REQ_ERR")
