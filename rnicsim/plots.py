@@ -43,12 +43,17 @@ LABELS: dict[str, tuple[str, str]] = {
     "lat_exec_us": ("execution-phase latency", "us"),
     "lat_commit_us": ("commit-phase latency", "us"),
     "lat_validate_us": ("validation-phase latency", "us"),
+    "lat_read_us": ("read-stage latency", "us"),
+    "lat_lock_us": ("lock-stage latency", "us"),
+    "lat_release_us": ("release-stage latency", "us"),
+    "lat_renew_us": ("renew-stage latency", "us"),
     "completion_ms": ("completion time", "ms"),
     "total_ms": ("total time", "ms"),
     "skew_ms": ("completion skew", "ms"),
     "pause_time_us": ("PFC pause time", "us"),
     "victim_slowdown": ("victim slowdown", "x"),
     "abort_rate": ("abort rate", "fraction"),
+    "abort_rate_version_slot": ("aborts from version-slot overflow", "fraction"),
     "cpu": ("CPU busy share", "fraction"),
     "cpu_util": ("worker CPU busy share", "fraction"),
     "nic_pu_util_max": ("busiest NIC's processing units, busy share", "fraction"),
@@ -260,11 +265,18 @@ def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
         ax.grid(True, alpha=0.3)
         ax.set_axisbelow(True)
         handles, labels = ax.get_legend_handles_labels()
+        rect = (0, 0.03 if notes else 0, 1, 1)
         if handles:
             keys = _series_keys(p)
-            ax.legend(title=" / ".join(axis_label(k).split(" [")[0] for k in keys) or None,
-                      fontsize=8, title_fontsize=8)
-        fig.tight_layout(rect=(0, 0.03 if notes else 0, 1, 1))
+            style = dict(title=" / ".join(axis_label(k).split(" [")[0] for k in keys) or None,
+                         fontsize=8, title_fontsize=8)
+            legend = ax.legend(**style)
+            fig.tight_layout(rect=rect)
+            if _covers(fig, ax, legend):
+                legend.remove()
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                          **style)
+        fig.tight_layout(rect=rect)
     except BaseException:
         plt.close(fig)
         raise
@@ -279,12 +291,15 @@ def _draw_lines(ax, sc: Scenario, i: int, p, groups, colours) -> bool:
         return _num(r[p.x])
 
     xs_all = sorted({xv(r) for rs in groups.values() for r in rs})
+    n = len(_SERIES_MARKERS)              # = the colours of matplotlib's default cycle
     for j, (name, rs) in enumerate(groups.items()):
         rs = sorted(rs, key=xv)
         # a marker per series: lines that coincide, and grey prints, stay told apart;
-        # above the published markers: a measured point on its published one stays seen
+        # above the published markers: a measured point on its published one stays seen.
+        # Past the colour cycle a series repeats a colour: another dash and marker then.
         (line,) = ax.plot([xv(r) for r in rs], [r[p.y] for r in rs],
-                          marker=_SERIES_MARKERS[j % len(_SERIES_MARKERS)], ms=4.5,
+                          marker=_SERIES_MARKERS[(j + j // n) % n], ms=4.5,
+                          ls=_SERIES_DASHES[j // n % len(_SERIES_DASHES)],
                           label=name if p.series else None, zorder=6)
         colours[name] = line.get_color()
     if p.logx and _log_ok(xs_all, p.x, i, "x"):
@@ -407,6 +422,7 @@ def _draw_cdf(ax, i: int, p, sel, sc: Scenario, colours) -> None:
 
 _BOUND_MARKERS = {None: "*", "upper": "v", "lower": "^"}
 _SERIES_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "<", ">", "h")
+_SERIES_DASHES = ("-", "--", ":")
 
 
 def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> list:
@@ -457,6 +473,23 @@ def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> list:
         if text:
             notes.append((xs[-1], pt.y, text))
     return notes
+
+
+def _covers(fig, ax, legend) -> bool:
+    """True when ``legend`` lies over a bar, a marker or a point's text of ``ax``: with
+    every corner full, matplotlib's ``best`` place still covers data, and it does not
+    weigh texts at all."""
+    r = fig.canvas.get_renderer()
+    fig.draw_without_rendering()                 # places a ``best`` legend
+    box = legend.get_window_extent(r)
+    if any(box.overlaps(a.get_window_extent(r)) for a in [*ax.texts, *ax.patches]):
+        return True
+    for line in ax.get_lines():
+        if line.get_marker() in (None, "None", "", " ") or not len(line.get_xydata()):
+            continue
+        if any(box.contains(x, y) for x, y in ax.transData.transform(line.get_xydata())):
+            return True
+    return False
 
 
 def _shared_claims(points) -> dict[str, list[str]]:

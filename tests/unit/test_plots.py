@@ -63,6 +63,7 @@ def _close():
     ("throughput_mops", False, "throughput [M ops/s]"),
     ("lat_p99_us", False, "p99 latency [us]"),
     ("lat_p999_us", False, "p999 latency [us]"),
+    ("lat_lock_us", False, "lock-stage latency [us]"),
     ("workload.payload", False, "payload [B]"),
     ("throughput_mtxns_per_node", False, "throughput per machine [M txns/s]"),
     ("completion_ms", False, "completion time [ms]"),
@@ -108,6 +109,20 @@ def test_a_byte_axis_has_byte_ticks_at_the_swept_values_and_y_from_zero(tmp_path
     assert ax.get_ylim()[0] == 0
     assert [line.get_label() for line in ax.get_lines()] == ["read", "write"]
     assert ax.get_title() == "a tiny scenario"
+
+
+def test_series_past_the_colour_cycle_are_dashed_with_another_marker(tmp_path):
+    """12 series, 10 colours: series 10 and 11 repeat the colours of 0 and 1, dashed, with
+    the markers of 1 and 2."""
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops,"
+                            " series: [workload.verb, workload.shared_context]}\n")
+    rows = [{"workload.verb": f"v{v}", "workload.shared_context": s, "workload.payload": x,
+             "throughput_mops": 1.0} for v in range(6) for s in (False, True) for x in (8, 64)]
+    _fig, ax = draw(sc, rows=rows)
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata())]
+    assert [ln.get_linestyle() for ln in lines] == ["-"] * 10 + ["--"] * 2
+    assert [ln.get_marker() for ln in lines] == list("osD^vPX<>h") + ["s", "D"]
+    assert [ln.get_color() for ln in lines[10:]] == [ln.get_color() for ln in lines[:2]]
 
 
 def test_y_from_zero_can_be_turned_off(tmp_path):
@@ -196,6 +211,30 @@ def test_a_claim_shared_by_unlabelled_points_of_a_source_is_named_once_in_the_le
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "read", "write", "published (T; D5)"]
     assert [t.get_text() for t in ax.texts] == ["D1", "D5 write"]
+
+
+def _legend_beside_axes(fig, ax) -> bool:
+    r = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    return ax.get_legend().get_window_extent(r).x0 >= ax.get_window_extent(r).x1
+
+
+def test_a_legend_with_no_free_place_inside_goes_beside_the_axes(tmp_path):
+    """Bars of 100 in both categories, and a published level with its text: no corner
+    is free, so the legend is drawn right of the axes."""
+    sc = scenario(tmp_path, "  - {x: workload.shared_context, y: throughput_mops,"
+                            " series: workload.verb, where: {workload.payload: 64},"
+                            " published: [{y: 100, label: peak, source: P}]}\n")
+    fig, ax = draw(sc, rows=rows_of(sc, lambda v, p, s: 100.0))
+    assert _legend_beside_axes(fig, ax)
+
+
+def test_a_legend_with_a_free_corner_stays_inside_the_axes(tmp_path):
+    """Two flat lines at 90 and 95 from y = 0 leave the lower half free."""
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, series: workload.verb,"
+                            " where: {workload.shared_context: false}}\n")
+    fig, ax = draw(sc)
+    assert not _legend_beside_axes(fig, ax)
 
 
 def test_a_published_point_on_a_bar_sits_on_its_series_bar(tmp_path):
