@@ -11,12 +11,12 @@ The files of ``../shared/reference-data/perftest/`` come from two QDR hosts:
 
 ``test_cx3_qdr_mtu2048_host`` fits the first host and checks that the fitted profile
 reproduces its files within 10% - every latency median and the message rate of every
-small (<= 256 B) message. Two former gaps (non-inline WRITE latency at 256 B-1 KiB,
-and atomic rate vs atomic latency) closed once the simulator modelled that libmlx4 uses
+small (<= 256 B) message. Non-inline WRITE latency at 256 B-1 KiB, and the atomic rate
+together with the atomic latency, fit because the simulator models that libmlx4 uses
 BlueFlame only for inline WQEs (``nic.blueflame_inline_only``): other posts ring the
-doorbell and the NIC fetches the WQE over PCIe. The same change closed the MTU-4096
-host's WRITE/SEND latency gap at 256 B-1 KiB (re-measured: -3.6% worst, WRITE 512 B;
-it had a 13% allowance before), so both hosts are held to 10%.
+doorbell and the NIC fetches the WQE over PCIe (with BlueFlame for every WQE they miss
+by more than 10%). The same mechanism puts the MTU-4096 host's WRITE/SEND latency at
+256 B-1 KiB within 3.6% (worst: WRITE 512 B), so both hosts are held to 10%.
 """
 from __future__ import annotations
 

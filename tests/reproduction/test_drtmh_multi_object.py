@@ -15,9 +15,9 @@ sweep. Asserted are the findings the model reproduces at that size (see the scen
 Known gap, asserted as a gap (it fails when it closes, to update this note): passive
 ACK gives two-sided writes about 1.7x, not 1.96x. The model's UD RPC of a 64-B object is
 PCIe-bound there (about 60 M requests/s per NIC: a 128-B UD WQE and the 80-B payload read by DMA, the
-payload write and a CQE, about 265 B of TLPs down and 225 B up per request). Until
-2026-11-25 a PCIe TLP queued more than one TLP behind others was not booked, PCIe carried
-more than its rate and the model gave 2.19x (docs/model.md, PCIe).
+payload write and a CQE, about 265 B of TLPs down and 225 B up per request). A PCIe
+that let a TLP queued more than one TLP behind others pass unbooked would carry more
+than its rate and give 2.19x (docs/model.md, PCIe).
 """
 import os
 from pathlib import Path
