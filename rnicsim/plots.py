@@ -72,6 +72,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "background_flows": ("background flows", ""),
     "senders": ("senders", ""),
     "step": ("optimisation step", ""),
+    "ycsb_compute": ("computation per transaction", "ns"),
+    "ycsb_hot_probability": ("share of operations on the hot records", ""),
     "preset": ("system", ""),
     "verb": ("verb", ""),
     "method": ("method", ""),
@@ -240,7 +242,11 @@ def _draw(plt, sc: Scenario, i: int, p, sel: list[dict[str, Any]]):
             for ref in p.reference:
                 _draw_reference(ax, p, groups, ref, colours, cats)
         notes_at = _draw_published(ax, p, groups, colours, cats)
-        if p.y_from_zero and ax.get_yscale() == "linear" and ax.get_ylim()[0] > 0:
+        # from zero also when every value is 0 (matplotlib centres a flat line on it)
+        ys = [v for v in [r.get(p.y) for r in sel] + [pt.y for pt in p.published]
+              if _is_number(v) and math.isfinite(v)] if p.kind != "cdf" else []
+        if p.y_from_zero and ax.get_yscale() == "linear" and (
+                ax.get_ylim()[0] > 0 or (ys and min(ys) >= 0 and ax.get_ylim()[0] < 0)):
             ax.set_ylim(bottom=0)
         if p.published and ax.get_yscale() == "linear" and p.kind != "cdf":
             # room above the highest published point for its label
@@ -476,18 +482,18 @@ def _draw_published(ax, p, groups, colours, cats: list[Any] | None) -> list:
 
 
 def _covers(fig, ax, legend) -> bool:
-    """True when ``legend`` lies over a bar, a marker or a point's text of ``ax``: with
-    every corner full, matplotlib's ``best`` place still covers data, and it does not
-    weigh texts at all."""
+    """True when ``legend`` lies over a bar, a series line or marker, or a point's text of
+    ``ax``: with every corner full, matplotlib's ``best`` place still covers data, and it
+    does not weigh texts at all."""
     r = fig.canvas.get_renderer()
     fig.draw_without_rendering()                 # places a ``best`` legend
     box = legend.get_window_extent(r)
     if any(box.overlaps(a.get_window_extent(r)) for a in [*ax.texts, *ax.patches]):
         return True
-    for line in ax.get_lines():
+    for line in ax.get_lines():         # series and published points (levels have no marker)
         if line.get_marker() in (None, "None", "", " ") or not len(line.get_xydata()):
             continue
-        if any(box.contains(x, y) for x, y in ax.transData.transform(line.get_xydata())):
+        if line.get_transform().transform_path(line.get_path()).intersects_bbox(box, False):
             return True
     return False
 

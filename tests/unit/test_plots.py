@@ -125,6 +125,14 @@ def test_series_past_the_colour_cycle_are_dashed_with_another_marker(tmp_path):
     assert [ln.get_color() for ln in lines[10:]] == [ln.get_color() for ln in lines[:2]]
 
 
+def test_a_y_of_only_zeros_starts_at_zero(tmp_path):
+    """No operation aborted: the flat line at 0 sits on the x axis, not mid-plot."""
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops,"
+                            " where: {workload.verb: read, workload.shared_context: false}}\n")
+    _fig, ax = draw(sc, rows=rows_of(sc, lambda v, p, s: 0.0))
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > 0
+
+
 def test_y_from_zero_can_be_turned_off(tmp_path):
     sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, y_from_zero: false,"
                             " where: {workload.shared_context: false}}\n")
