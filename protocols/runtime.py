@@ -183,6 +183,17 @@ class Worker:
         self._last_cpu = ev
         return ev
 
+    def sleep(self, ns: float):
+        """``usleep(ns)`` on this worker's thread: the thread blocks ``ns`` plus the host's
+        ``timer_slack`` and then pays the wake-up (CPU thread ``sleep``); none of its
+        coroutines, completions or RPC handlers runs meanwhile. Part of the coroutine's
+        burst, as ``compute``. ValueError for a negative or non-numeric ``ns``."""
+        if not isinstance(ns, Real) or isinstance(ns, bool) or not ns >= 0:
+            raise ValueError(f"sleep: ns must be a time >= 0 [ns], got {ns!r}")
+        ev = self.thread.sleep(ns)
+        self._last_cpu = ev
+        return ev
+
     def _after_burst(self):
         """An event fired when no coroutine holds the thread any more (None if none does)."""
         if self._owner is None:

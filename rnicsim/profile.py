@@ -296,6 +296,8 @@ class HostSection(BaseModel):
     wakeup_latency: TimeP           # what preempting a running CPU hog adds to a woken
                                     # thread's interrupt path (the switch itself is in
                                     # interrupt_cpu) [ns]
+    timer_slack: TimeP              # how late a sleeping thread's timer may fire (Linux
+                                    # per-thread timer slack); usleep(d) blocks d + this [ns]
     # Kernel TCP (the ``tcp`` RPC transport, protocols/rpc.py); the NIC's own work (WQE,
     # doorbell, CQE) and the copies (memcpy_rate) are charged apart.
     tcp_send_cpu: TimeP             # one send syscall (writev of one flush to one peer):

@@ -14,9 +14,12 @@ Covers
 Scenario
     The body reads its keys in order (a write reads its record for update, then writes
     it: the first 8 bytes of the value count the writes), then computes for ``compute``
-    [ns] before the commit: RCC's worker calls ``usleep(sleep_time)`` (5 us) there,
-    which holds its thread like CPU work. Every transaction declares its keys (what
-    CALVIN's sequencer needs).
+    [ns] before the commit: RCC's worker calls ``usleep(sleep_time)`` (5 us) there
+    (``bank_worker_new_api.cc`` ``ycsb_func``), so with ``sleep`` (default) the
+    coordinator's thread blocks for ``compute`` plus the host's timer slack (50 us on
+    Linux by default): none of its coroutines and none of the RPC requests it serves run
+    meanwhile. ``sleep: false`` spends ``compute`` as CPU work instead (a busy loop).
+    Every transaction declares its keys (what CALVIN's sequencer needs).
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ _Q = struct.Struct("<q")
 
 @dataclass(frozen=True)
 class YcsbSpec:
-    """Size, skew and mix; ``compute`` [ns], ``value_size`` [B]."""
+    """Size, skew and mix; ``compute`` [ns], ``value_size`` [B]; ``sleep``: the
+    computation is a ``usleep`` (True, RCC) or CPU work (False)."""
 
     records_per_node: int = 300_000
     hot_records_per_node: int = 300
@@ -42,6 +46,7 @@ class YcsbSpec:
     write_probability: float = 0.2
     compute: float = 5000.0
     value_size: int = 64
+    sleep: bool = True
 
     def __post_init__(self) -> None:
         for k in ("records_per_node", "hot_records_per_node", "ops", "value_size"):
@@ -79,8 +84,14 @@ class Ycsb:
         return key % self.nodes, key // self.nodes
 
     def cpu_estimate_ns(self) -> float:
-        """CPU of one transaction on its coordinator [ns], for sizing run windows."""
+        """Thread time of one transaction on its coordinator without the timer slack of
+        its sleep [ns], for sizing run windows."""
         return self.spec.compute + 2_000.0
+
+    @property
+    def sleeps_per_txn(self) -> int:
+        """``usleep`` calls per transaction (each also blocks the host's timer slack)."""
+        return int(self.spec.sleep and self.spec.compute > 0)
 
     def next_txn(self, rng, node: int, thread: int, co: int) -> TxnSpec:
         """The next transaction of a coroutine: ``ops`` distinct keys, each a read or a
@@ -106,7 +117,7 @@ class Ycsb:
             if w:
                 tx.write(table, k, _Q.pack(_Q.unpack_from(v)[0] + 1) + self._pad)
         if self.spec.compute:
-            yield tx.compute(self.spec.compute)
+            yield (tx.sleep if self.spec.sleep else tx.compute)(self.spec.compute)
 
 
 def _make(params: dict, nodes: int, threads: int, clock_hz: float, coroutines: int):

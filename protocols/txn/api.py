@@ -107,6 +107,11 @@ class Txn:
         """CPU work of the transaction logic [ns] (yield it)."""
         return self.ep.compute(ns)
 
+    def sleep(self, ns: float):
+        """``usleep(ns)`` in the transaction logic (yield it): the coordinator's thread
+        blocks ``ns`` plus the host's timer slack (see ``Worker.sleep``)."""
+        return self.ep.sleep(ns)
+
     def read(self, table: int, key, for_update: bool = False):
         """Read one record; returns its value bytes (use ``yield from``): the value this
         transaction wrote to it, if it did, else the committed value it read."""

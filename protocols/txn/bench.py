@@ -206,7 +206,8 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     b = build(profile, sc.cluster.nodes, sc.cluster.threads, wl, cfg, w.coroutines,
               sc.cluster.nic.per_node, sc.run.seed, proto.qps_per_peer,
               sc.cluster.topology.model_dump(), sc.cluster.cores, hist, proto.kind)
-    warmup, measure = stretch_window(wl, w.coroutines, sc.run.warmup, sc.run.measure)
+    warmup, measure = stretch_window(wl, w.coroutines, sc.run.warmup, sc.run.measure,
+                                     profile.host.timer_slack)
     out = run_txn_bench(b, warmup, measure)
     out["measure_us"] = measure / 1e3
     if hist is not None:
@@ -218,13 +219,16 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     return out
 
 
-def stretch_window(workload, coroutines: int, warmup: float, measure: float
-                   ) -> tuple[float, float]:
+def stretch_window(workload, coroutines: int, warmup: float, measure: float,
+                   timer_slack: float = 0.0) -> tuple[float, float]:
     """Warm-up and window [ns] long enough for the transactions in flight.
 
     A thread's coroutines share its CPU, so a transaction takes at least ``coroutines``
-    times the CPU one transaction needs (``workload.cpu_estimate_ns()``) once threads
-    are busy: the warm-up and the window each cover one and a half such latencies.
+    times the thread time one transaction needs once threads are busy: its CPU
+    (``workload.cpu_estimate_ns()``) plus, for each ``usleep`` it makes
+    (``workload.sleeps_per_txn``, default 0), the host's ``timer_slack`` [ns]. The
+    warm-up and the window each cover one and a half such latencies.
     """
-    lat = coroutines * workload.cpu_estimate_ns() + 20_000.0
+    per_txn = workload.cpu_estimate_ns() + getattr(workload, "sleeps_per_txn", 0) * timer_slack
+    lat = coroutines * per_txn + 20_000.0
     return max(warmup, 1.5 * lat), max(measure, 1.5 * lat)

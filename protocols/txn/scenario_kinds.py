@@ -91,13 +91,15 @@ class TxnWorkload(BaseModel):
     tpce_per_row: Duration = 1300.0     # fitted (workloads/tpce.py TpceSpec.per_row)
     # YCSB as RCC configures it (workloads/ycsb.py): records and hot records per node,
     # the share of picks forced into the hot area, operations per transaction, the
-    # probability that one is a write, the computation before commit, the value size.
+    # probability that one is a write, the computation before commit, whether it is a
+    # usleep (RCC's; the thread blocks it plus the timer slack) or CPU work, the value size.
     ycsb_records_per_node: int = Field(300_000, ge=1)
     ycsb_hot_records_per_node: int = Field(300, ge=1)
     ycsb_hot_probability: float = Field(0.1, ge=0, le=1)
     ycsb_ops: int = Field(10, ge=1, le=64)
     ycsb_write_probability: float = Field(0.2, ge=0, le=1)
     ycsb_compute: Duration = 5000.0
+    ycsb_sleep: bool = True
     ycsb_value_size: Size = Field(64, ge=8)
 
     def params(self) -> dict:
@@ -114,7 +116,8 @@ class TxnWorkload(BaseModel):
                     "hot_records_per_node": self.ycsb_hot_records_per_node,
                     "hot_probability": self.ycsb_hot_probability,
                     "ops": self.ycsb_ops, "write_probability": self.ycsb_write_probability,
-                    "compute": self.ycsb_compute, "value_size": self.ycsb_value_size}
+                    "compute": self.ycsb_compute, "sleep": self.ycsb_sleep,
+                    "value_size": self.ycsb_value_size}
         if self.benchmark == "tpcc":
             return {"warehouses_per_node": self.warehouses_per_node,
                     "remote_item_pct": self.remote_item_pct, "logic": self.tpcc_logic,

@@ -161,6 +161,25 @@ class CpuThread:
         end = self.reserve(env._now, ns)
         return env.timeout(end - env._now)
 
+    def sleep(self, ns: float):
+        """A timeout firing when a ``usleep``/``nanosleep`` of ``ns`` [ns] returns.
+
+        The thread blocks in the kernel: nothing else it runs (its other coroutines, its
+        event loop and the RPC handlers on it) runs meanwhile, and the sleep starts after
+        the CPU work booked before it. Its timer fires ``timer_slack`` late (the end of
+        the range Linux allows; the core is idle meanwhile, so no earlier timer interrupt
+        runs it sooner), and waking costs ``interrupt_cpu`` of CPU (timer interrupt,
+        wake-up, context switch). Only that wake-up counts as busy CPU. Not modelled:
+        another thread on the same core running during the sleep (the core is held).
+        """
+        env = self.sim.env
+        c = self.core
+        now = env._now
+        start = now if now > c.busy_until else c.busy_until
+        h = self.host
+        end = self.reserve(self.wake_at(start + ns + h.timer_slack, True), h.interrupt_cpu)
+        return env.timeout(end - now)
+
     @property
     def busy_ns(self) -> float:
         """CPU time [ns] booked so far on this thread's core (shared by its threads)."""

@@ -100,3 +100,36 @@ def test_cpu_meter_gives_the_busy_share_of_the_measured_window_only(cx4):
     assert meter() == pytest.approx(0.3, rel=0.02)
     sim.run(until=9000)
     assert meter() == pytest.approx(0.3, rel=0.02)
+
+
+def test_usleep_blocks_the_thread_for_the_sleep_plus_the_timer_slack(cx4):
+    """``Worker.sleep`` is a ``usleep``: A sleeping 5 us from t=0 resumes at 5 us + the
+    50-us timer slack + the wake-up's CPU (``interrupt_cpu``), and the thread runs nothing
+    else meanwhile: B's READ, done in a few microseconds, is handed to B only after A's
+    sleep. Only the wake-up is busy CPU. The same 5 us as ``compute`` ends at 5 us."""
+    h = cx4.host
+    assert h.timer_slack == 50_000.0
+    sim, w, qp, mr = _pair(cx4)
+    out = {}
+
+    def a(w):
+        yield w.sleep(5_000.0)
+        out["a"] = sim.now
+
+    def b(w):
+        yield w.post(qp, [WorkRequest(READ, 8, None, True, False, None, 0, mr.rkey, 0)])
+        out["b"] = sim.now
+
+    w.spawn(b)
+    w.spawn(a)
+    busy0 = w.thread.busy_ns
+    sim.run(until=200_000)
+    woke = 5_000.0 + h.timer_slack + h.interrupt_cpu
+    # A starts its sleep after B's post (the spawn order), so it wakes that much later.
+    post_cpu = h.wqe_build + h.mmio
+    assert out["a"] == pytest.approx(post_cpu + woke, abs=h.coroutine_switch + 1.0)
+    assert out["b"] >= out["a"]
+    assert out["b"] - out["a"] < 2_000.0          # B is resumed right after the sleep
+    assert w.thread.busy_ns - busy0 < 5_000.0     # the 55 us asleep are not busy CPU
+    with pytest.raises(ValueError, match="sleep: ns must be a time >= 0"):
+        w.sleep(-1.0)
