@@ -13,7 +13,12 @@ Usage: ``python benchmarks/txn.py [--nodes 16] [--measure-us US] [--bench tpcc s
 and over one-sided verbs, on one YCSB point as RCC's EDR runs configure it (8 nodes of
 ConnectX-4 EDR, 10 threads x 10 coroutines, 10 keys, 20 % writes, 5 us of computation),
 each point in a child process of its own so that ``peak_rss_mb`` is that point's peak
-(the child starts from the parent's few tens of MB of imports).
+(the child starts from the parent's few tens of MB of imports). ``--verbs``,
+``--coroutines``, ``--write-probability`` and ``--warmup-us`` change that point; RCC's
+fig. 22 point at 396 nodes as ``scenarios/rcc/fig22_scale.yaml``'s demo size runs it::
+
+    python benchmarks/txn.py --protocols mvcc --verbs one_sided --nodes 396 \
+        --coroutines 2 --write-probability 0.1 --warmup-us 50 --measure-us 150
 """
 from __future__ import annotations
 
@@ -56,16 +61,19 @@ def one(bench: str, nodes: int, measure_us: float) -> dict:
 PROTOCOLS = ("nowait", "waitdie", "occ", "mvcc", "sundial", "calvin")
 
 
-def one_protocol(kind: str, verbs: str, nodes: int, measure_us: float, out) -> None:
+def one_protocol(kind: str, verbs: str, nodes: int, measure_us: float, out,
+                 coros: int = 10, write_probability: float = 0.2,
+                 warmup_us: float = 100.0) -> None:
     """Build and run one YCSB point of protocol ``kind``; put its speed numbers on
     ``out`` (a queue: this runs in a child process)."""
     from protocols.txn import scenario_kinds as sk
     from protocols.txn.registry import protocol
 
     prof = load_profile("cx4-edr")
-    threads, coros = 10, 10
+    threads = 10
     t0 = time.perf_counter()
-    wl = make_workload("ycsb", {}, nodes, threads, prof.host.clock, coros)
+    wl = make_workload("ycsb", {"write_probability": write_probability}, nodes, threads,
+                       prof.host.clock, coros)
     block = (sk.OccProtocol if kind == "occ" else
              {"nowait": sk.NowaitProtocol, "waitdie": sk.WaitdieProtocol,
               "mvcc": sk.MvccProtocol, "sundial": sk.SundialProtocol,
@@ -73,10 +81,12 @@ def one_protocol(kind: str, verbs: str, nodes: int, measure_us: float, out) -> N
     cfg = protocol(kind).config_of(block)
     b = build(prof, nodes, threads, wl, cfg, coros, kind=kind)
     t1 = time.perf_counter()
-    warm, measure = stretch_window(wl, coros, 100_000.0, measure_us * 1e3)
+    warm, measure = stretch_window(wl, coros, warmup_us * 1e3, measure_us * 1e3,
+                                   prof.host.timer_slack)
     m = run_txn_bench(b, warm, measure)
     wall = time.perf_counter() - t1
-    out.put({"protocol": kind, "verbs": verbs, "nodes": nodes,
+    out.put({"protocol": kind, "verbs": verbs, "nodes": nodes, "coroutines": coros,
+             "warmup_us": round(warm / 1e3, 1),
              "setup_s": round(t1 - t0, 2), "run_s": round(wall, 2),
              "measure_us": round(measure / 1e3, 1), "committed": m.get("committed"),
              "txns_per_wall_s": round((m.get("committed") or 0) / wall, 1),
@@ -86,16 +96,19 @@ def one_protocol(kind: str, verbs: str, nodes: int, measure_us: float, out) -> N
                                   1)})
 
 
-def protocols_main(kinds: list[str], nodes: int, measure_us: float) -> int:
-    """Print one JSON line per protocol and form, with bare SimPy of the same run."""
+def protocols_main(kinds: list[str], nodes: int, measure_us: float,
+                   forms: tuple[str, ...] = ("rpc", "one_sided"), **point) -> int:
+    """Print one JSON line per protocol and form, with bare SimPy of the same run.
+    ``point``: ``coros``, ``write_probability``, ``warmup_us`` of :func:`one_protocol`."""
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
     simpy_rate = bare_simpy()
     for kind in kinds:
-        for verbs in ("rpc", "one_sided"):
+        for verbs in forms:
             q = ctx.Queue()
-            p = ctx.Process(target=one_protocol, args=(kind, verbs, nodes, measure_us, q))
+            p = ctx.Process(target=one_protocol, args=(kind, verbs, nodes, measure_us, q),
+                            kwargs=point)
             p.start()
             r = q.get()
             p.join()
@@ -114,10 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", nargs="+", default=["tpcc", "smallbank"])
     ap.add_argument("--protocols", nargs="*", choices=PROTOCOLS, default=None,
                     help="RCC's protocols on a YCSB point instead (none named: all six)")
+    ap.add_argument("--verbs", nargs="+", choices=("rpc", "one_sided"),
+                    default=["rpc", "one_sided"], help="with --protocols: the forms run")
+    ap.add_argument("--coroutines", type=int, default=10, help="with --protocols")
+    ap.add_argument("--write-probability", type=float, default=0.2,
+                    help="with --protocols (RCC fig. 22: 0.1)")
+    ap.add_argument("--warmup-us", type=float, default=100.0, help="with --protocols")
     a = ap.parse_args(argv)
     if a.protocols is not None:
         return protocols_main(a.protocols or list(PROTOCOLS), a.nodes if a.nodes != 16
-                              else 8, a.measure_us or 100.0)
+                              else 8, a.measure_us or 100.0, tuple(a.verbs),
+                              coros=a.coroutines, write_probability=a.write_probability,
+                              warmup_us=a.warmup_us)
     simpy_rate = bare_simpy()
     for bench in a.bench:
         gc.collect()     # the previous benchmark's cluster (the simulator holds the GC off)
