@@ -3,10 +3,10 @@
 The default run checks, at the scenarios' ``smoke`` size (3 nodes x 4 threads, a few
 points, seconds each), the orderings that size can show. Marked ``repro`` (``make
 test-all``): every claim check of each scenario at ``demo`` size (4 nodes x 24 threads,
-about 1-2 minutes per scenario) and, for the scenarios measured at full size so far, at
-full size (16 nodes, fig. 14 about 10 minutes), split into the findings the model
-reproduces (asserted) and those it does not yet (``KNOWN_GAPS``: asserted to fail, so a
-gap that closes makes the test fail until the list is updated).
+about 1-2 minutes per scenario) and, for the scenarios in ``FULL``, at full size (16
+nodes, fig. 14 about 10 minutes), split into the findings the model reproduces (asserted)
+and those it does not (``KNOWN_GAPS``: asserted to fail, so a gap that closes makes the
+test fail until the list is updated).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ SCENARIOS = ["fig3b_rpc_transports", "fig7_execution", "fig8_validation", "fig9_
              "fig14_end_to_end", "fig14_as_released", "fig15_latency_breakdown", "fig17_cx3",
              "fig19_roce", "fig21_cx5", "fig16_cx3_multi_object", "fig18_roce_multi_object",
              "fig20_cx5_multi_object"]
-FULL = ["fig3b_rpc_transports", "fig6_multi_object",   # measured at full size so far
+FULL = ["fig3b_rpc_transports", "fig6_multi_object",   # measured at full size
         "fig9_commit", "fig10_logging", "fig11_readonly", "fig14_end_to_end",
         "fig14_as_released", "fig15_latency_breakdown", "fig7_execution",
         "fig8_validation", "fig12_scaling", "fig13_factors",
@@ -37,31 +37,32 @@ _CX3_MULTI = {
     "CX3 reads: one-sided no faster than two-sided at equal round trips (two-sided above)",
     "CX3 writes without passive ACK: one-sided no faster (two-sided above)"}
 _ROCE_PA = "RoCE writes with passive ACK: two-sided above one-sided"
-# (scenario, size) -> notes of the claim checks the model does not reproduce yet (see the
-# scenario files and the issue note for the measured values and the suspected causes).
+# (scenario, size) -> notes of the claim checks the model does not reproduce (measured
+# values and causes: the comments below, the scenario files and docs/model.md).
 KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
-    # fig. 6 at 16 nodes (2026-11-25, after PCIe stopped carrying more than its rate):
-    # the READ peak holds (7.87 M txns/s per machine, published 8.43), the one-sided
-    # coroutine gain (6.34x, 7x) and one-sided reads above two-sided at every step (1.048;
-    # it was 0.983 while two-sided reads could exceed PCIe). Two-sided coroutine gain
-    # 5.09x (6.46x); passive ACK 1.15x one-sided (1.13x; 1.34x before the ConnectX-4
-    # WRITE split was fitted to it, 2026-11-26) and 1.70x two-sided (1.96x): the UD RPCs of
-    # that step are PCIe-bound (docs/model.md, PCIe), so with passive ACK two-sided writes
-    # reach 0.93 of one-sided (0.80 before the split), where the paper has them ahead; at
-    # demo size (4 nodes) they are ahead (1.11).
+    # fig. 6 at 16 nodes: the READ peak holds (7.87 M txns/s per machine, published 8.43),
+    # the one-sided coroutine gain (6.34x, 7x) and one-sided reads above two-sided at every
+    # step (1.048; 0.983 if two-sided reads could take PCIe beyond its rate). Two-sided
+    # coroutine gain 5.09x (6.46x); passive ACK 1.15x one-sided (1.13x, to which the
+    # ConnectX-4 WRITE split is fitted) and 1.70x two-sided (1.96x): the UD RPCs of that
+    # step are PCIe-bound (docs/model.md, PCIe), so with passive ACK two-sided writes reach
+    # 0.93 of one-sided, where the paper has them ahead; at demo size (4 nodes) they are
+    # ahead (1.11).
     ("fig6_multi_object", "full"): {
         "two-sided: +coroutines over baseline (mean of reads, writes)",
         "two-sided writes: +passive ACK over +doorbell (nearly 2x)",
         "writes with passive ACK: the only case two-sided wins"},
     # At 2 coroutines per thread on 16 nodes RC's single-WQE BlueFlame posts beat UD's
     # doorbell lists, whose WQEs the NIC fetches by DMA before the payload (UD 0.87x RC):
-    # the fitted 280-ns PCIe latency (was 200) makes the extra round trip count.
+    # the fitted 280-ns PCIe latency (an assumed 200 ns let UD win) makes the extra round
+    # trip count.
     ("fig3b_rpc_transports", "full"): {"UD SEND/RECV above RC SEND/RECV at every load",
                                        "UD SEND/RECV above RC WRITE-with-IMM at every load"},
+    # Two-sided over uncached one-sided: TPC-C 0.96 (published 1.28x), SmallBank 1.31 (2.01x).
     ("fig7_execution", "demo"): {
         "TPC-C: two-sided up to 1.28x one-sided without cache",
         "SmallBank: two-sided up to 2.01x one-sided without cache"},
-    # The same two at 16 nodes (2026-11-26): 0.985 and 1.338; the other four hold.
+    # The same two at 16 nodes: 0.985 and 1.338; the other four hold.
     ("fig7_execution", "full"): {
         "TPC-C: two-sided up to 1.28x one-sided without cache",
         "SmallBank: two-sided up to 2.01x one-sided without cache"},
@@ -73,24 +74,27 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # ties within the 2% a win needs.
     ("fig8_validation", "demo"): {"TPC-C: one-sided CAS+READ validation wins",
                                   "SmallBank: one-sided CAS+READ validation wins"},
-    # Without passive ACK one-sided TPC-C commit is 1.018 of two-sided: a tie.
+    # Without passive ACK one-sided TPC-C commit is 1.018 of two-sided: a tie. With passive
+    # ACK two-sided commit reaches 0.987 (TPC-C) and 0.937 (SmallBank) of one-sided.
     ("fig9_commit", "demo"): {"TPC-C, no passive ACK: one-sided commit wins",
                               "TPC-C, passive ACK: two-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins"},
-    # The same at 16 nodes (2026-11-26): with passive ACK two-sided commit reaches 0.979
+    # The same at 16 nodes: with passive ACK two-sided commit reaches 0.979
     # (TPC-C) and 0.946 (SmallBank) of one-sided; without it one-sided wins (1.032, 1.089).
     # Not the aborts (TPC-C aborts 12-26% here; as released, NO_ABORT, 0.985 all the same).
     ("fig9_commit", "full"): {"TPC-C, passive ACK: two-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins"},
     # At 4 nodes a transaction logs to at most 3 machines, so the RPC handlers that
-    # one-sided logging spares are few: 1.02x. At 16 nodes (full size, 2026-11-26) both
+    # one-sided logging spares are few: 1.02x. At 16 nodes (full size) both
     # D14 checks hold: TPC-C 1.117x (1.29x), SmallBank 1.157x (1.12x).
     ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x"},
-    # TPC-C/no at 80-node connections holds since the ConnectX-4 WRITE split was fitted to
-    # fig. 6 (0.987 of 1 QP per peer, 2026-11-26; 1.003 before).
+    # TPC-C/no at 80-node connections holds (0.987 of 1 QP per peer; 1.003 with an
+    # unsourced 90 + 100 + 56 ns split of a WRITE's NIC work, docs/model.md RNIC).
+    # SmallBank gains 1.074x from 80-node connections (published 0.91; docs/model.md, RNIC,
+    # "Many QPs") and its p99 is 0.77 of FaSST's (0.51).
     ("fig12_scaling", "demo"): {"80-node connections cost SmallBank ~9%",
                                 "SmallBank p99 latency 49% below pure two-sided"},
-    # At 16 nodes (2026-11-26): per-node throughput falls from 2 to 16 nodes (TPC-C 0.48 ->
+    # At 16 nodes: per-node throughput falls from 2 to 16 nodes (TPC-C 0.48 ->
     # 0.40, spread 0.151 from 4 nodes up; SmallBank 9.9 -> 7.9 M, 0.20): more distinct
     # machines per transaction (log targets are the union of backups). 80-node
     # connections cost TPC-C 0.6% and SmallBank 0.2%; DrTM+H SmallBank is 1.03x pure
@@ -101,9 +105,8 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "80-node connections cost SmallBank ~9%",
         "SmallBank at 80-node connections still 1.3x pure two-sided",
         "SmallBank p99 latency 49% below pure two-sided"},
-    # DrTM+H/FaRM 1.822 (2026-11-26; 1.83 before the WRITE split, 1.883 before the send
-    # scheduler's round robin of 2026-11-25), just outside 25% of 2.50x; FaRM/FaSST 0.992
-    # (1.003 before the WRITE split).
+    # DrTM+H over FaSST / DrTM+R / FaRM up to 1.91 / 1.35 / 1.822 (2.96 / 1.89 / 2.50; the
+    # last just outside 25%), FaRM/FaSST 0.992, SmallBank 9.86 M per node (5.65).
     # DrTM+H/DrTM+R from 1.064 (published from 1.12x); FaSST/FaRM on SmallBank 1.31 at one
     # coroutine, 1.03 at 8 (comparable within 20% at every count, as the paper's figure).
     ("fig14_end_to_end", "demo"): _D18_UP_TO | {
@@ -111,14 +114,15 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "TPC-C: FaRM > FaSST",
         "TPC-C: DrTM+H above DrTM+R at every coroutine count (from 1.12x)",
         "SmallBank: FaSST comparable to FaRM"},
-    # At 16 nodes (2026-11-26, after the WRITE split): DrTM+H over FaSST / DrTM+R / FaRM
+    # At 16 nodes: DrTM+H over FaSST / DrTM+R / FaRM
     # 1.63 / 1.33 / 1.877 (2.96 / 1.89 / 2.50; the last inside 25% by 0.1%), FaRM/FaSST
     # 0.86, SmallBank 7.87 M per node (5.65), FaSST/FaRM on SmallBank 1.31.
     ("fig14_end_to_end", "full"): (_D18_UP_TO - {"TPC-C: DrTM+H up to 2.50x FaRM"}) | {
         "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
         "TPC-C: FaRM > FaSST",
         "SmallBank: FaSST comparable to FaRM"},
-    # DrTM+H/DrTM+R from 1.004 (published from 1.12x).
+    # DrTM+H/FaSST 1.93 at one coroutine (published 1.41x), DrTM+H/FaRM up to 1.83 (2.50x),
+    # DrTM+H/DrTM+R from 1.004 (from 1.12x).
     ("fig14_as_released", "demo"): {"TPC-C: DrTM+H 1.41x FaSST at one coroutine",
                                     "TPC-C: DrTM+H up to 2.50x FaRM",
                                     "TPC-C: DrTM+H above DrTM+R at every coroutine count"},
@@ -126,31 +130,33 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
                                     "TPC-C: DrTM+H up to 2.50x FaRM",
                                     "TPC-C: DrTM+H above DrTM+R at every coroutine count",
                                     "TPC-C: FaRM > FaSST"},
+    # Logging latency, worst over coroutines: DrTM+R/FaSST 0.84 (published 0.31),
+    # FaRM/FaSST 0.46 (0.25).
     ("fig15_latency_breakdown", "demo"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
-    # At 16 nodes (2026-11-26) the two-sided log RPC costs FaSST little more than a WRITE:
+    # At 16 nodes the two-sided log RPC costs FaSST little more than a WRITE:
     # DrTM+R/FaSST 0.71 at one coroutine and 0.99 at 16 (published 0.31), FaRM/FaSST 0.71
     # and 0.56 (0.25).
     ("fig15_latency_breakdown", "full"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
-    # ConnectX-3 multi-object (2026-11-26): one-sided 1.6x two-sided (0.62), where DrTM+H
-    # sec. 7 finds one-sided no faster on ConnectX-3.
+    # ConnectX-3 multi-object: one-sided 1.6x two-sided (0.62), where DrTM+H sec. 7 finds
+    # one-sided no faster on ConnectX-3.
     ("fig16_cx3_multi_object", "demo"): _CX3_MULTI,
     ("fig16_cx3_multi_object", "full"): _CX3_MULTI,
     # RoCE, 256-B objects: with passive ACK both primitives run at ~92% of line rate, and
-    # two-sided is 0.99 of one-sided (2026-11-26).
+    # two-sided is 0.99 of one-sided.
     ("fig18_roce_multi_object", "demo"): {_ROCE_PA},
     # TPC-C DrTM+H/DrTM+R 1.011 on both (a tie within the 2% a win needs); the CX5 one is
     # a calibration check (fig. 20-21, D22).
     ("fig19_roce", "demo"): {"RoCE TPC-C: DrTM+H above DrTM+R (as on CX4)"},
     ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)"},
     ("fig18_roce_multi_object", "full"): {_ROCE_PA},
-    # FaSST/FaRM on TPC-C 0.989 (2026-11-25; 1.002 before the PCIe fix).
-    # FaSST/FaRM on SmallBank 1.008: a tie, not the win over FaRM the paper reports.
+    # FaSST/FaRM on TPC-C 1.000 and on SmallBank 1.008: ties, not the win over FaRM the
+    # paper reports; on TPC-C DrTM+R is 0.91 of the next slowest, not the slowest.
     ("fig17_cx3", "demo"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)",
                             "CX3 TPC-C: FaSST above FaRM (best prior design)",
                             "CX3 SmallBank: FaSST above FaRM (best prior design)"},
-    # The same two at full size (5 nodes x 24 threads, 2026-11-26): FaSST/FaRM 0.982,
+    # The same two at full size (5 nodes x 24 threads): FaSST/FaRM 0.982,
     # DrTM+R 0.87 of the next slowest on TPC-C.
     ("fig17_cx3", "full"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)",
                             "CX3 TPC-C: FaSST above FaRM (best prior design)"},
