@@ -564,8 +564,8 @@ class RpcBenchSpec:
         if self.transport not in TRANSPORTS:
             raise ValueError(f"transport: one of {', '.join(TRANSPORTS)}, not "
                              f"{self.transport!r}")
-        # outstanding=0 used to spin for ever at one instant (an empty batch completes
-        # at once); zero threads or coroutines silently measured nothing.
+        # outstanding=0 would spin for ever at one instant (an empty batch completes at
+        # once); zero threads or coroutines would silently measure nothing.
         for k in ("threads", "coroutines", "outstanding", "doorbell_batch"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

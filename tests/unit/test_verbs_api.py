@@ -178,8 +178,8 @@ def test_worker_post_returns_completions_with_the_callers_wr_id(cx4):
     out = {}
 
     def co(w):
-        # An unrelated signaled WR with wr_id 1 on the same CQ (the worker's first post
-        # id used to be 1): it must not complete the worker's post early.
+        # An unrelated signaled WR with wr_id 1 on the same CQ (a value an internal post
+        # counter could take): it must not complete the worker's post early.
         a.post_send([WorkRequest(READ, 8, wr_id=1, rkey=mr.rkey)], event=False)
         wcs = yield w.post(a, [WorkRequest(READ, 8, wr_id="x", rkey=mr.rkey),
                                WorkRequest(WRITE, 8, wr_id=("y", 2), rkey=mr.rkey)])
