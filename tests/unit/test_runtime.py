@@ -20,15 +20,18 @@ def _pair(cx4):
     return sim, w, qp, peer.ctx.reg_mr(4096)
 
 
-def _resume_time(cx4, bursts):
+def _resume_time(cx4, bursts, sleep: bool = False, worker: list | None = None):
     """When coroutine B resumes after an 8-B READ issued at t=0 while coroutine A runs
-    ``bursts`` (a list of CPU chunks [ns], back to back) from t=0."""
+    ``bursts`` (a list of CPU chunks [ns], back to back; with ``sleep``, usleeps) from
+    t=0. ``worker``, if given, receives A's and B's worker."""
     sim, w, qp, mr = _pair(cx4)
     out = {}
+    if worker is not None:
+        worker.append(w)
 
     def a(w):
         for ns in bursts:
-            yield w.compute(ns)
+            yield (w.sleep if sleep else w.compute)(ns)
         out["a_done"] = sim.now
 
     def b(w):
@@ -109,27 +112,17 @@ def test_usleep_blocks_the_thread_for_the_sleep_plus_the_timer_slack(cx4):
     sleep. Only the wake-up is busy CPU. The same 5 us as ``compute`` ends at 5 us."""
     h = cx4.host
     assert h.timer_slack == 50_000.0
-    sim, w, qp, mr = _pair(cx4)
-    out = {}
-
-    def a(w):
-        yield w.sleep(5_000.0)
-        out["a"] = sim.now
-
-    def b(w):
-        yield w.post(qp, [WorkRequest(READ, 8, None, True, False, None, 0, mr.rkey, 0)])
-        out["b"] = sim.now
-
-    w.spawn(b)
-    w.spawn(a)
-    busy0 = w.thread.busy_ns
-    sim.run(until=200_000)
-    woke = 5_000.0 + h.timer_slack + h.interrupt_cpu
+    ws: list = []
+    out = _resume_time(cx4, [5_000.0], sleep=True, worker=ws)
     # A starts its sleep after B's post (the spawn order), so it wakes that much later.
     post_cpu = h.wqe_build + h.mmio
-    assert out["a"] == pytest.approx(post_cpu + woke, abs=h.coroutine_switch + 1.0)
-    assert out["b"] >= out["a"]
-    assert out["b"] - out["a"] < 2_000.0          # B is resumed right after the sleep
-    assert w.thread.busy_ns - busy0 < 5_000.0     # the 55 us asleep are not busy CPU
+    woke = 5_000.0 + h.timer_slack + h.interrupt_cpu
+    assert out["a_done"] == pytest.approx(post_cpu + woke, abs=h.coroutine_switch + 1.0)
+    assert out["b"] >= out["a_done"]
+    assert out["b"] - out["a_done"] < 2_000.0    # B is resumed right after the sleep
+    assert ws[0].thread.busy_ns < 10_000.0       # the 55 us asleep are not busy CPU
+    computed = _resume_time(cx4, [5_000.0])
+    assert computed["a_done"] == pytest.approx(post_cpu + 5_000.0, abs=h.coroutine_switch + 1.0)
+    w = ws[0]
     with pytest.raises(ValueError, match="sleep: ns must be a time >= 0"):
         w.sleep(-1.0)
