@@ -93,11 +93,12 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     every started one has finished (for checks on the final state).
     """
     sim = b.sim
-    # Coroutines start spread over one CPU-bound transaction latency: started together,
-    # a CPU-bound thread's coroutines stay in lockstep for many transactions and the
-    # throughput oscillates with the period of a transaction (see stretch_window).
-    est = getattr(b.workload, "cpu_estimate_ns", None)
-    stagger = b.coroutines * est() if est is not None and b.coroutines > 1 else 0.0
+    # Coroutines start spread over one thread-bound transaction latency (CPU and sleeps):
+    # started together, a thread-bound thread's coroutines stay in lockstep for many
+    # transactions and the throughput oscillates with the period of a transaction (see
+    # stretch_window).
+    per_txn = thread_ns_per_txn(b.workload, b.cluster.profile.host.timer_slack)
+    stagger = b.coroutines * per_txn if per_txn is not None and b.coroutines > 1 else 0.0
     b.cc.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
     cpu = sim.cpu_meter(_cores(b))
@@ -219,16 +220,24 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     return out
 
 
+def thread_ns_per_txn(workload, timer_slack: float) -> float | None:
+    """Time one transaction of ``workload`` holds its coordinator's thread [ns]: its CPU
+    (``workload.cpu_estimate_ns()``) plus the host's ``timer_slack`` [ns] for each
+    ``usleep`` it makes (``workload.sleeps_per_txn``, default 0); None for a workload
+    without an estimate."""
+    est = getattr(workload, "cpu_estimate_ns", None)
+    if est is None:
+        return None
+    return est() + getattr(workload, "sleeps_per_txn", 0) * timer_slack
+
+
 def stretch_window(workload, coroutines: int, warmup: float, measure: float,
                    timer_slack: float = 0.0) -> tuple[float, float]:
     """Warm-up and window [ns] long enough for the transactions in flight.
 
-    A thread's coroutines share its CPU, so a transaction takes at least ``coroutines``
-    times the thread time one transaction needs once threads are busy: its CPU
-    (``workload.cpu_estimate_ns()``) plus, for each ``usleep`` it makes
-    (``workload.sleeps_per_txn``, default 0), the host's ``timer_slack`` [ns]. The
-    warm-up and the window each cover one and a half such latencies.
+    A thread's coroutines share it, so a transaction takes at least ``coroutines`` times
+    the time one transaction holds the thread (:func:`thread_ns_per_txn`) once threads
+    are busy: the warm-up and the window each cover one and a half such latencies.
     """
-    per_txn = workload.cpu_estimate_ns() + getattr(workload, "sleeps_per_txn", 0) * timer_slack
-    lat = coroutines * per_txn + 20_000.0
+    lat = coroutines * thread_ns_per_txn(workload, timer_slack) + 20_000.0
     return max(warmup, 1.5 * lat), max(measure, 1.5 * lat)
