@@ -516,6 +516,9 @@ def _annotate(ax, notes: list[tuple[float | None, float, str]]) -> None:
     """Each published point's text beside it, once the limits are final: to its right,
     or to its left in the right quarter of the axes (so it stays inside), moved down a
     line while it would overlap one placed before; a level's (x None) at the left edge."""
+    # transData maps through the view limits as they stand; matplotlib applies a pending
+    # autoscale (points drawn since the limits were last read) only when they are read
+    ax.get_xlim(), ax.get_ylim()
     placed: list[tuple[float, float, float]] = []      # (left, right, bottom) [axes]
     line, char = 0.035, 0.0085                          # one text line; one character
     for x, y, text in notes:

@@ -221,6 +221,25 @@ def test_a_claim_shared_by_unlabelled_points_of_a_source_is_named_once_in_the_le
     assert [t.get_text() for t in ax.texts] == ["D1", "D5 write"]
 
 
+def test_a_point_text_on_a_log_y_axis_sits_at_its_point(tmp_path):
+    """Lines at 90-95 and a point at 3000 on a log y: the text goes where the point is in
+    the final limits (which the point itself widened), inside the axes."""
+    sc = scenario(tmp_path, """\
+  - x: workload.payload
+    y: throughput_mops
+    series: workload.verb
+    logy: true
+    where: {workload.shared_context: false}
+    published: [{x: 64, y: 3000, series: {workload.verb: write}, label: top, source: P}]
+""")
+    fig, ax = draw(sc)
+    fig.draw_without_rendering()
+    (text,) = ax.texts
+    at = ax.transAxes.inverted().transform(ax.transData.transform((64, 3000)))
+    assert tuple(text.xy) == pytest.approx(tuple(at))
+    assert 0 < at[1] < 1
+
+
 def _legend_beside_axes(fig, ax) -> bool:
     r = fig.canvas.get_renderer()
     fig.draw_without_rendering()
