@@ -116,13 +116,12 @@ class PerMessageRoundRobin(TxArbiter):
         # scheduler: 5.4 instead of 3.8 events per verb and 4x the wall time
         # (benchmarks/engine.py); the scheduler's own pulls do check it (_commit_head).
         hold = self.hold
-        if self.txq or (hold is not None and hold.live):
-            start = None
-        else:
+        go = not (self.txq or (hold is not None and hold.live))
+        if go:
             start = self._free_at(eg, ready, prio)
             if start - ready > eg.quantum:
-                start = None
-        if start is None:
+                go = False
+        if not go:
             self._wait_wire(flow, ready, prio, first_bytes * eg.ns_per_byte, emit, args)
             return
         if start >= self.last_at:
@@ -281,9 +280,11 @@ class PerMessageRoundRobin(TxArbiter):
                 if dur <= 0.0:
                     f = free
                 else:
-                    f = fits.get(dur)
-                    if f is None:
+                    known = fits.get(dur)
+                    if known is None:
                         f = fits[dur] = self._free_at(eg, free, prio, dur)
+                    else:
+                        f = known
                 if ready <= f and f - now <= wq:
                     break
                 t_ok = ready if ready > f else f - w
@@ -299,11 +300,11 @@ class PerMessageRoundRobin(TxArbiter):
                     # No other flow can go: the last sender again, if it can; the ring
                     # goes on after it.
                     ring.rotate(-(ring.index(last) + 1))
-                    t_ok = self._commit_head(last, eg, prio, free, now, True, fits)
-                    if t_ok is None:
+                    t_last = self._commit_head(last, eg, prio, free, now, True, fits)
+                    if t_last is None:
                         continue
-                    if t_ok < first:
-                        first = t_ok
+                    if t_last < first:
+                        first = t_last
                 # None is ready by the time the wire frees for it: come back when one is
                 # (later than now).
                 self._pull(prio, first)

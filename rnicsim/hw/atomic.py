@@ -10,8 +10,10 @@ Params (profile ``nic``): ``atomic_units``, ``atomic_service`` [ns], ``atomic_mo
 """
 from __future__ import annotations
 
+from .pu import ProcessingUnits
 
-class AtomicUnit:
+
+class AtomicUnit(ProcessingUnits):
     """Part of :class:`~rnicsim.hw.rnic.Rnic` (see module doc)."""
 
     __slots__ = ()

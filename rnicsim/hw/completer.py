@@ -16,13 +16,14 @@ Params (profile ``nic``): ``completer`` [ns per opcode category], ``cqe_size`` [
 """
 from __future__ import annotations
 
+from .atomic import AtomicUnit
 from .cq import Cq
 from .qp import ERR, NAK, QpHw, Msg
 from .wqe import (CAS, FAA, READ, RECV, RETRY_EXC_ERR, SUCCESS, WR_FLUSH_ERR,
                   WorkCompletion, WorkRequest)
 
 
-class Completer:
+class Completer(AtomicUnit):
     """Part of :class:`~rnicsim.hw.rnic.Rnic` (see module doc)."""
 
     __slots__ = ()

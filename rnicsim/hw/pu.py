@@ -18,9 +18,10 @@ Params (profile ``nic``): ``processing_units``, ``requester``, ``responder``,
 from __future__ import annotations
 
 from .qp import REQUEST, Msg, QpHw
+from .qpc import ContextCaches
 
 
-class ProcessingUnits:
+class ProcessingUnits(ContextCaches):
     """Part of :class:`~rnicsim.hw.rnic.Rnic` (see module doc): serving an arriving
     message on its QP's PU, and the log of PU bookings."""
 

@@ -15,6 +15,9 @@ Params (profile ``nic``, ``link``): ``requester`` [ns per opcode category],
 """
 from __future__ import annotations
 
+from functools import partial
+
+from .completer import Completer
 from .dcqcn import Dcqcn
 from .link import transmit
 from .qp import (_HAS_IMM, _HAS_PAYLOAD, _REQ_EXT, ERR, RC, REQUEST, UD, Msg, QpHw, Seg,
@@ -22,7 +25,7 @@ from .qp import (_HAS_IMM, _HAS_PAYLOAD, _REQ_EXT, ERR, RC, REQUEST, UD, Msg, Qp
 from .wqe import DETH, IMMDT, READ, SUCCESS, WAIT, WorkRequest
 
 
-class Requester:
+class Requester(Completer):
     """Part of :class:`~rnicsim.hw.rnic.Rnic` (see module doc)."""
 
     __slots__ = ()
@@ -64,7 +67,7 @@ class Requester:
                     qp.waiting = True
                     pu_busy[pu] = t
                     self._pu_logged(pu, now, before, t - t0)
-                    cq.nic_wait(wr.wait_count, lambda q=qp: self._resume_wait(q))
+                    cq.nic_wait(wr.wait_count, partial(self._resume_wait, qp))
                     return
                 continue
             if op >= READ:  # READ, CAS, FAA need a slot (WAIT was handled above)

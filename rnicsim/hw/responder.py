@@ -27,13 +27,14 @@ from __future__ import annotations
 from collections import deque
 
 from .link import transmit
+from .requester import Requester
 from .qp import (ACK, ERR, NAK, RC, RESPONSE, RNR_TIMER_NS, UC, UD, Msg, QpHw, Seg, track)
-from .wqe import (AETH, ATOMIC_ACK_ETH, CAS, GRH, LOC_LEN_ERR, RECV,
-                  RECV_RDMA_WITH_IMM, REM_ACCESS_ERR, REM_INV_REQ_ERR, SUCCESS,
+from .wqe import (AETH, ATOMIC_ACK_ETH, CAS, GRH, LOC_LEN_ERR, READ, RECV,
+                  RECV_RDMA_WITH_IMM, REM_ACCESS_ERR, REM_INV_REQ_ERR, SUCCESS, WRITE,
                   WR_FLUSH_ERR, WRITE_WITH_IMM, WorkCompletion, WorkRequest)
 
 
-class Responder:
+class Responder(Requester):
     """Part of :class:`~rnicsim.hw.rnic.Rnic` (see module doc)."""
 
     __slots__ = ()
@@ -61,7 +62,15 @@ class Responder:
             return
         op = msg.wr.opcode
         t, head = self._serve(qp, msg, self.resp_t[op], now)
-        _RX_BY_OPCODE[op](self, qp, msg, t, head, now)
+        # One handler per opcode family (a test of the opcode, cheapest first for READ).
+        if op == READ:
+            self._rx_read(qp, msg, t, head, now)
+        elif op >= CAS:
+            self._rx_atomic(qp, msg, t, head, now)
+        elif op >= WRITE:
+            self._rx_write(qp, msg, t, head, now)
+        else:
+            self._rx_send(qp, msg, t, head, now)
 
     def _rx_send(self, qp: QpHw, msg: Msg, t: float, head: float, now: float) -> None:
         """SEND, SEND_WITH_IMM served at ``t`` [ns] (data from ``head``): consume a RECV."""
@@ -320,9 +329,3 @@ class Responder:
             r = self.pcie.dma_read(t, k * self.p.recv_wqe_size)
             qp.recv_at.extend([r] * k)
 
-
-# Request handler by opcode (SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, READ, CAS, FAA):
-# one list lookup per request instead of a chain of opcode tests.
-_RX_BY_OPCODE = (Responder._rx_send, Responder._rx_send, Responder._rx_write,
-                 Responder._rx_write, Responder._rx_read, Responder._rx_atomic,
-                 Responder._rx_atomic)

@@ -21,11 +21,14 @@ Scope
     :mod:`~rnicsim.hw.completer`  responses arriving, CQEs, broken QPs
     ============================  ==============================================
 
-    The parts other than the arbiter are classes without state of their own that
-    :class:`Rnic` inherits: the per-verb path calls across them as plain methods of one
-    object (no indirection through child objects), and their state is the Rnic's,
-    set up in :meth:`Rnic.__init__`. The arbiter is a strategy object (``Rnic.tx``)
-    chosen once.
+    The parts other than the arbiter are one chain of classes without state of their
+    own, each adding its methods to the one before (ContextCaches <- ProcessingUnits <-
+    AtomicUnit <- Completer <- Requester <- Responder), and :class:`Rnic` inherits the
+    last: the per-verb path calls across them as plain methods of one object (no
+    indirection through child objects), and their state is the Rnic's, set up in
+    :meth:`Rnic.__init__` (in the compiled build the chain is C classes and
+    ``rnicsim/hw/qpc.pxd`` declares that state). The arbiter is a strategy object
+    (``Rnic.tx``) chosen once.
 
     - Inline payloads travel in the WQE; others are fetched by a DMA read. CQEs are written
       only for signaled WQEs.
@@ -60,25 +63,20 @@ from __future__ import annotations
 from array import array
 
 from .arbiter import make_arbiter
-from .atomic import AtomicUnit
 from .cache import LruCache
-from .completer import Completer
 from .cq import Cq
 from .dcqcn import Dcqcn
 from .link import transmit
 from .memory import MemoryRegion
 from .pcie import Pcie
-from .pu import ProcessingUnits
 from .qp import CNP, ERR, RC, REQUEST, RTS, UC, UD, Msg, QpHw, Seg  # noqa: F401 (re-exported)
-from .qpc import ContextCaches
-from .requester import Requester
 from .responder import Responder
 from .wqe import AETH, CATEGORY, GRH
 
 __all__ = ["Rnic", "QpHw", "Msg", "Seg", "RC", "UC", "UD", "RTS", "ERR"]
 
 
-class Rnic(Requester, Responder, Completer, ProcessingUnits, ContextCaches, AtomicUnit):
+class Rnic(Responder):
     """One RDMA NIC (see module doc). ``nic_id`` is unique in the cluster."""
 
     TRACES = {

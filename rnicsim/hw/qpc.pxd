@@ -1,0 +1,30 @@
+# Types for the compiled build of the RNIC's parts (Cython pure-Python mode, see
+# calendar.pxd and setup.py). The parts are one chain of classes, compiled as C classes:
+# ContextCaches <- ProcessingUnits <- AtomicUnit <- Completer <- Requester <- Responder,
+# and rnicsim.hw.rnic.Rnic, a Python class, on top (so tests and tools may still replace
+# its methods). ContextCaches, the root, declares every field of the NIC, so that no
+# NIC has a __dict__ of its own on the per-verb path (a method a part calls on another
+# is then a C call: Cython's check for a Python override is one compare when the object
+# has no __dict__). Times are C doubles; sizes, counts and keys stay Python objects.
+cimport cython
+from rnicsim.hw.cache cimport LruCache
+from rnicsim.hw.pcie cimport Pcie
+from rnicsim.hw.qp cimport Msg, QpHw
+
+
+cdef class ContextCaches:
+    cdef public object sim, id, node, name, memory, p, mtu, pkt_ovh, pu_busy, pu_log
+    cdef public object _held, req_t, resp_t, comp_t, mtt_ready, _mtt_ready_max
+    cdef public object atomic_busy, atomic_addr, max_rd, qps, fabric, _next_qpn
+    cdef public object ack_bytes, counters, seg_pkts, ud_grh_write, line_rate, _cnp_last
+    cdef public object tx
+    cdef public Pcie pcie
+    cdef public LruCache qpc, mtt
+    cdef public double pu_work_ns, per_pkt, ns_per_byte_in
+    cdef public bint qpc_stall, stall_nic, up, dcqcn, seg_on
+
+    @cython.locals(d=object, r=cython.double)
+    cpdef double _qpc_lookup(self, QpHw qp, double t) except? -1.0
+
+    @cython.locals(t0=cython.double, r=cython.double)
+    cpdef double _translate(self, mr, offset, n, double t) except? -1.0
