@@ -224,14 +224,10 @@ def test_a_claim_shared_by_unlabelled_points_of_a_source_is_named_once_in_the_le
 def test_a_point_text_on_a_log_y_axis_sits_at_its_point(tmp_path):
     """Lines at 90-95 and a point at 3000 on a log y: the text goes where the point is in
     the final limits (which the point itself widened), inside the axes."""
-    sc = scenario(tmp_path, """\
-  - x: workload.payload
-    y: throughput_mops
-    series: workload.verb
-    logy: true
-    where: {workload.shared_context: false}
-    published: [{x: 64, y: 3000, series: {workload.verb: write}, label: top, source: P}]
-""")
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, series: workload.verb,"
+                            " logy: true, where: {workload.shared_context: false}, published:"
+                            " [{x: 64, y: 3000, series: {workload.verb: write}, label: top,"
+                            " source: P}]}\n")
     fig, ax = draw(sc)
     fig.draw_without_rendering()
     (text,) = ax.texts
