@@ -26,8 +26,8 @@ from importlib.util import spec_from_file_location
 from pathlib import Path
 
 # Modules of the per-verb path that setup.py compiles (it reads this tuple).
-COMPILED = ("calendar", "link", "pcie", "cache", "qp", "arbiter", "qpc", "pu", "atomic",
-            "completer", "requester", "responder")
+COMPILED = ("calendar", "link", "pcie", "cache", "host", "cq", "qp", "arbiter", "qpc", "pu",
+            "atomic", "completer", "requester", "responder")
 
 _HERE = Path(__file__).resolve().parent
 

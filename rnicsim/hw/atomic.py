@@ -40,7 +40,7 @@ class AtomicUnit(ProcessingUnits):
                 del aa[k]
         if self.stall_nic:
             pb = self.pu_busy
-            now = self.sim.env._now
+            now = self.env._now
             for i in range(len(pb)):
                 if pb[i] < done:
                     b = pb[i]

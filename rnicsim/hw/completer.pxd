@@ -1,6 +1,7 @@
 # Types for the compiled build of completer.py (see qpc.pxd).
 cimport cython
 from rnicsim.hw.atomic cimport AtomicUnit
+from rnicsim.hw.cq cimport Cq
 from rnicsim.hw.qp cimport Msg, QpHw
 
 
@@ -13,4 +14,4 @@ cdef class Completer(AtomicUnit):
     cpdef double _cqe_after(self, double t_nic, double t_vis) except? -1.0
 
     cpdef _complete(self, QpHw qp, wr, status, t_cqe, nbytes, data=*)
-    cpdef _push_cqe(self, QpHw qp, cq, wc, t)
+    cpdef _push_cqe(self, QpHw qp, Cq cq, wc, t)

@@ -36,7 +36,7 @@ class Completer(AtomicUnit):
         qp = msg.qp
         if qp.state is ERR:
             return
-        now = self.sim.env._now
+        now = self.env._now
         wr = msg.wr
         op = wr.opcode
         t, head = self._serve(qp, msg, self.comp_t[op], now)
@@ -92,8 +92,8 @@ class Completer(AtomicUnit):
         if t < qp.last_cqe:
             t = qp.last_cqe
         qp.last_cqe = t
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(t, "nic.cqe", cq.name, qpn=qp.qpn, op=wc.opcode,
+        if self.trace.enabled:
+            self.trace.emit(t, "nic.cqe", cq.name, qpn=qp.qpn, op=wc.opcode,
                                 status=wc.status)
         cq.push(wc, t)
 
@@ -106,8 +106,8 @@ class Completer(AtomicUnit):
     def _break(self, qp: QpHw, t: float, first_status: int = WR_FLUSH_ERR) -> None:
         """Move ``qp`` to the error state and flush everything it holds."""
         qp.state = ERR
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(t, "nic.qp_error", self.name, qpn=qp.qpn)
+        if self.trace.enabled:
+            self.trace.emit(t, "nic.qp_error", self.name, qpn=qp.qpn)
         status = first_status
         if qp.inflight:
             for seq in sorted(qp.inflight):

@@ -87,8 +87,8 @@ class ProcessingUnits(ContextCaches):
             head = done = t if t > ctx + svc else ctx + svc
             own = t - s0
             self._pu_logged(pu, now, busy, own)
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(s0, "nic.responder" if msg.kind == REQUEST else "nic.completer",
+        if self.trace.enabled:
+            self.trace.emit(s0, "nic.responder" if msg.kind == REQUEST else "nic.completer",
                                 f"{self.name}/pu{pu}", end=s0 + own, qpn=qp.qpn,
                                 kind=msg.kind, npkts=msg.npkts)
         return done, head

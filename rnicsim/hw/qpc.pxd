@@ -13,7 +13,8 @@ from rnicsim.hw.qp cimport Msg, QpHw
 
 
 cdef class ContextCaches:
-    cdef public object sim, id, node, name, memory, p, mtu, pkt_ovh, pu_busy, pu_log
+    cdef public object sim, env, trace, id, node, name, memory, p, mtu, pkt_ovh, pu_busy
+    cdef public object pu_log
     cdef public object _held, req_t, resp_t, comp_t, mtt_ready, _mtt_ready_max
     cdef public object atomic_busy, atomic_addr, max_rd, qps, fabric, _next_qpn
     cdef public object ack_bytes, counters, seg_pkts, ud_grh_write, line_rate, _cnp_last

@@ -41,15 +41,15 @@ class ContextCaches:
             d.move_to_end(qpn)
             qpc.hits += 1
             r = qp.ctx_ready
-            if self.sim.trace.enabled:
-                self.sim.trace.emit(t, "nic.qpc_hit", f"{self.name}/qpc", qpn=qpn)
+            if self.trace.enabled:
+                self.trace.emit(t, "nic.qpc_hit", f"{self.name}/qpc", qpn=qpn)
             return t if t > r else r
         qpc.access(qpn)     # the miss: counted and inserted by the cache
         self.counters["qpc_miss"] += 1
         r = self.pcie.dma_read(t, self.p.qp_context_size)
         qp.ctx_ready = r
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(t, "nic.qpc_miss", f"{self.name}/qpc", end=r, qpn=qpn)
+        if self.trace.enabled:
+            self.trace.emit(t, "nic.qpc_miss", f"{self.name}/qpc", end=r, qpn=qpn)
         return r
 
     def _translate(self, mr: MemoryRegion, offset: int, n: int, t: float) -> float:
@@ -75,13 +75,13 @@ class ContextCaches:
                 self.counters["mtt_miss"] += 1
                 r = self.pcie.dma_read(t0, self.p.mtt_entry_size)
                 ready[key] = r
-                if self.sim.trace.enabled:
-                    self.sim.trace.emit(t0, "nic.mtt_miss", f"{self.name}/mtt", end=r,
+                if self.trace.enabled:
+                    self.trace.emit(t0, "nic.mtt_miss", f"{self.name}/mtt", end=r,
                                         rkey=rkey, page=page)
                 if r > t:
                     t = r
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(t0, "nic.mtt_lookup", f"{self.name}/mtt", rkey=rkey,
+        if self.trace.enabled:
+            self.trace.emit(t0, "nic.mtt_lookup", f"{self.name}/mtt", rkey=rkey,
                                 pages=last - first + 1, ready=t)
         if len(ready) > self._mtt_ready_max:
             now = self.sim.now

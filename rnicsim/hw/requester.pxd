@@ -2,7 +2,7 @@
 cimport cython
 from rnicsim.hw.completer cimport Completer
 from rnicsim.hw.link cimport transmit
-from rnicsim.hw.qp cimport Msg, QpHw
+from rnicsim.hw.qp cimport Msg, QpHw, hold_back, track
 
 
 cdef class Requester(Completer):

@@ -33,8 +33,8 @@ class Requester(Completer):
     # ----------------------------------------------------------------- send queue
     def doorbell(self, qp: QpHw, wrs: list[WorkRequest]) -> None:
         """The NIC has the WQEs of one doorbell (called at that time by the verbs layer)."""
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(self.sim.env._now, "nic.doorbell", self.name, qpn=qp.qpn,
+        if self.trace.enabled:
+            self.trace.emit(self.env._now, "nic.doorbell", self.name, qpn=qp.qpn,
                                 wqes=len(wrs))
         if qp.state is ERR:
             self._flush(qp, wrs)
@@ -45,8 +45,7 @@ class Requester(Completer):
         self._run_sq(qp, wrs, 0)
 
     def _run_sq(self, qp: QpHw, wrs, start: int) -> None:
-        sim = self.sim
-        now = sim.env._now
+        now = self.env._now
         pu = qp.pu
         pu_busy = self.pu_busy
         before = t = pu_busy[pu]
@@ -90,8 +89,8 @@ class Requester(Completer):
                 npk = -(-length // mtu)
                 t += (npk - 1) * self.per_pkt
                 tail = head + (npk - 1) * self.per_pkt
-            if sim.trace.enabled:
-                sim.trace.emit(s, "nic.requester", f"{self.name}/pu{pu}", end=t, qpn=qp.qpn,
+            if self.trace.enabled:
+                self.trace.emit(s, "nic.requester", f"{self.name}/pu{pu}", end=t, qpn=qp.qpn,
                                op=op, bytes=length)
             if length and not wr.inline:
                 if wr.local is not None:
@@ -214,7 +213,7 @@ class Requester(Completer):
                               qp.prio, msg, msg if st.next + n >= st.npk else st)
         else:
             arrive = transmit(path, tail, wire, None, 0, qp.prio, msg, None, qp)
-        if self.sim.trace.enabled:
+        if self.trace.enabled:
             self._trace_tx(msg.kind, st.wr, msg.seq, qp.qpn, st.dst.id,
                            msg.dst_qpn if st.req_qp is None else st.req_qp.qpn, path,
                            st.next, n, st.npk, payload, qp.type)
@@ -231,7 +230,7 @@ class Requester(Completer):
             t_free2 = ready + wire * eg.ns_per_byte
             if t_free2 > st.t_free:
                 st.t_free = t_free2
-            now = self.sim.env._now
+            now = self.env._now
             at = st.t_free - eg.quantum
             st.prep_at = at = at if at > now else now
             self.sim.call_at(at, self._next_segment, st)
@@ -277,7 +276,7 @@ class Requester(Completer):
         else:
             arrive = transmit(path, ready if ready > tail else tail, wire, None, 0, qp.prio,
                               pkt, None, qp)
-        if self.sim.trace.enabled:
+        if self.trace.enabled:
             self._trace_tx(REQUEST, wr, msg.seq, qp.qpn, dst_id, msg.dst_qpn, path, 0, npk,
                            npk, length, qp.type)
         if pkt is not None and msg.ecn:

@@ -1,7 +1,7 @@
 # Types for the compiled build of responder.py (see qpc.pxd).
 cimport cython
 from rnicsim.hw.link cimport transmit
-from rnicsim.hw.qp cimport Msg, QpHw
+from rnicsim.hw.qp cimport Msg, QpHw, track
 from rnicsim.hw.requester cimport Requester
 
 

@@ -53,7 +53,7 @@ class Responder(Requester):
                 self.sim.call_at(self.sim.now + req_qp.timeout_ns, req_qp.nic._rc_timeout,
                                  req_qp)
             return
-        now = self.sim.env._now
+        now = self.env._now
         qp = self.qps.get(msg.dst_qpn)
         if qp is None or qp.state is ERR:
             req_qp = msg.qp
@@ -77,8 +77,8 @@ class Responder(Requester):
         if not qp.recvs:
             if qp.type == UD or qp.type == UC:
                 self.counters["ud_drop"] += 1
-                if self.sim.trace.enabled:
-                    self.sim.trace.emit(now, "nic.ud_drop", self.name, qpn=qp.qpn)
+                if self.trace.enabled:
+                    self.trace.emit(now, "nic.ud_drop", self.name, qpn=qp.qpn)
                 return
             self._rnr(msg, t)
             return
@@ -180,8 +180,8 @@ class Responder(Requester):
             return
         resp = Msg(RESPONSE, wr, msg.qp, 0, 1, msg.seq)
         ready = self._atomic(t, (wr.rkey, wr.remote_offset))
-        if self.sim.trace.enabled:
-            self.sim.trace.emit(t, "nic.atomic", f"{self.name}/atomic", end=ready,
+        if self.trace.enabled:
+            self.trace.emit(t, "nic.atomic", f"{self.name}/atomic", end=ready,
                                 qpn=qp.qpn, op=wr.opcode)
         if mr is not None:
             resp.old = (mr.cas(wr.remote_offset, wr.compare_add, wr.swap) if wr.opcode == CAS
@@ -253,7 +253,7 @@ class Responder(Requester):
                 tail = ready
         arrive = transmit(path, ready, wire, tail, last_pkt, qp.prio,
                           resp if self.dcqcn else None, resp if last_pkt else None, qp)
-        if self.sim.trace.enabled:
+        if self.trace.enabled:
             self._trace_tx(resp.kind, resp.wr, resp.seq, qp.qpn, req_qp.nic.id, req_qp.qpn,
                            path, 0, resp.npkts, resp.npkts,
                            resp.wr.length if resp.kind == RESPONSE else 0,
@@ -289,7 +289,7 @@ class Responder(Requester):
                     t = qp.resp_ready
                 transmit(path, t, self.ack_bytes, None, 0, qp.prio, None, None, qp)
                 qp.resp_ready = t
-                if self.sim.trace.enabled:
+                if self.trace.enabled:
                     self._trace_tx(ACK, msg.wr, msg.seq, qp.qpn, msg.qp.nic.id, msg.qp.qpn,
                                    path, 0, 1, 1, 0)
 
@@ -315,7 +315,7 @@ class Responder(Requester):
             qp.recvs = deque()
             qp.recv_at = deque()
         qp.recvs.extend(wrs)
-        self._fetch_recvs(qp, self.sim.env._now)
+        self._fetch_recvs(qp, self.env._now)
 
     def _fetch_recvs(self, qp: QpHw, t: float) -> None:
         """Read posted RECV descriptors ahead of use (from time ``t``) up to the prefetch

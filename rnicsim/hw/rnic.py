@@ -99,6 +99,10 @@ class Rnic(Responder):
     def __init__(self, sim, nic_id: int, node: int, profile, memory: dict[int, MemoryRegion],
                  name: str) -> None:
         self.sim = sim
+        # The clock and the trace hub, read on every verb (sim.env and sim.trace, which a
+        # Simulation never replaces).
+        self.env = sim.env
+        self.trace = sim.trace
         self.id = nic_id
         self.node = node
         self.name = name
@@ -202,7 +206,7 @@ class Rnic(Responder):
         if held and msg in held:
             held.discard(msg)
             return True
-        now = self.sim.env._now
+        now = self.env._now
         q = msg.qp
         late = msg.late
         if late:
@@ -237,7 +241,7 @@ class Rnic(Responder):
         would be refused by :meth:`_send_cnp` anyway."""
         gap = self.p.cnp_interval
         call_at = self.sim.call_at
-        now = self.sim.env._now
+        now = self.env._now
         last = None
         for t in times:
             if last is None or t - last >= gap:
@@ -251,7 +255,7 @@ class Rnic(Responder):
     def _send_cnp(self, src_qp: QpHw) -> None:
         """Notification point: a marked packet of ``src_qp`` arrived now; CNP unless one
         was sent to that QP less than ``cnp_interval`` ago."""
-        now = self.sim.env._now
+        now = self.env._now
         key = (src_qp.nic.id, src_qp.qpn)
         last = self._cnp_last.get(key)
         if last is not None and now - last < self.p.cnp_interval:
@@ -260,7 +264,7 @@ class Rnic(Responder):
         self.counters["cnp_sent"] += 1
         path = self.fabric.route(self.id, src_qp.nic.id)
         arrive = transmit(path, now, self.pkt_ovh + 16, None, 0, src_qp.prio)
-        if self.sim.trace.enabled:
+        if self.trace.enabled:
             self._trace_tx(CNP, None, 0, 0, src_qp.nic.id, src_qp.qpn, path, 0, 1, 1, 0)
         if src_qp.nic.up and self.fabric.path_up(path):
             self.sim.call_at(arrive, src_qp.nic._rx_cnp, src_qp)
@@ -269,7 +273,7 @@ class Rnic(Responder):
         """Reaction point: a CNP for ``qp`` arrived."""
         self.counters["cnp_received"] += 1
         if qp.cc is not None:
-            qp.cc.on_cnp(self.sim.env._now)
+            qp.cc.on_cnp(self.env._now)
 
     # ----------------------------------------------------------------- tracing
     def _trace_tx(self, kind: int, wr, seq: int, src_qpn: int, dst: int, dst_qpn: int,
@@ -280,8 +284,8 @@ class Rnic(Responder):
         RESPONSE, ACK, NAK, or CNP) for WR ``wr`` (its opcode, keys, immediate), sequence
         number ``seq`` of its requester QP, from this NIC's QP ``src_qpn`` to QP
         ``dst_qpn`` of NIC ``dst`` over ``path``, just booked on ``path[0]``."""
-        self.sim.trace.emit(
-            self.sim.env._now, "nic.tx", self.name, kind=kind,
+        self.trace.emit(
+            self.env._now, "nic.tx", self.name, kind=kind,
             op=-1 if wr is None else wr.opcode, qtype=qtype, src=self.id, src_qpn=src_qpn,
             dst=dst, dst_qpn=dst_qpn, seq=seq, first=first, npkts=npkts, total=total,
             payload=payload, length=0 if wr is None else wr.length,

@@ -1,0 +1,19 @@
+# Types for the compiled build of host.py (Cython pure-Python mode, see calendar.pxd and
+# setup.py): a core's busy-until and busy time are C doubles, and a thread's booking of
+# CPU work (reserve, from the completion queue and the verbs layer) is a C call. Hogs
+# (time slicing) stays a Python class.
+cimport cython
+
+
+cdef class Core:
+    cdef public object name, hogs
+    cdef public double busy_until, busy_ns
+
+
+cdef class CpuThread:
+    cdef public object sim, name, host, node
+    cdef public Core core
+    cdef public bint sleeps
+
+    @cython.locals(c=Core, start=cython.double, end=cython.double)
+    cpdef double reserve(self, double t, double ns) except? -1.0
