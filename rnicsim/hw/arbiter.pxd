@@ -10,12 +10,15 @@ cdef double _INF
 
 cdef class TxArbiter:
     cpdef submit(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
+    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio) except -1
+    cpdef wait(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
     cpdef hold_wire(self, seg)
     cpdef release_wire(self, seg)
 
 
 cdef class Fifo(TxArbiter):
-    pass
+    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio) except -1
+    cpdef wait(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
 
 
 cdef class PerPacket(Fifo):
@@ -27,8 +30,9 @@ cdef class PerMessageRoundRobin(TxArbiter):
     cdef public Py_ssize_t seq
     cdef public double last_at
 
-    @cython.locals(start=cython.double, go=cython.bint)
-    cpdef submit(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
+    @cython.locals(start=cython.double)
+    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio) except -1
+    cpdef wait(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
 
     @cython.locals(t2=cython.double)
     cpdef double _free_at(self, LinkDir eg, double t, prio, double dur=*) except? -1.0

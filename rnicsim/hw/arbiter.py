@@ -18,7 +18,9 @@ Scope
     ACKs and CNPs never go through an arbiter: they go at once in every mode.
 
     The interface is :meth:`TxArbiter.submit` (a message is ready; the arbiter calls
-    ``emit(t, *args)`` when it goes on the wire, not before ``t``) and
+    ``emit(t, *args)`` when it goes on the wire, not before ``t``), which is
+    :meth:`TxArbiter.goes_now` (may it go at once? the caller then puts it on the wire
+    itself, with no callback) and else :meth:`TxArbiter.wait`, and
     :meth:`TxArbiter.hold_wire` / :meth:`TxArbiter.release_wire` (a segmented message
     holds the wire between its segments).
 
@@ -46,6 +48,20 @@ class TxArbiter:
         """A message of ``flow`` with priority ``prio`` is ready at ``ready`` [ns] for the
         egress ``eg``; its first packet is ``first_bytes`` [B] on the wire. The arbiter
         calls ``emit(t, *args)`` once it commits the message, not before ``t`` [ns]."""
+        if self.goes_now(flow, eg, ready, prio):
+            emit(ready, *args)
+        else:
+            self.wait(flow, eg, ready, prio, first_bytes, emit, args)
+
+    def goes_now(self, flow, eg, ready: float, prio: int) -> bool:
+        """Whether a message of ``flow`` ready at ``ready`` [ns] goes on the wire at once
+        (the caller then puts it there, not before ``ready``: the per-verb path needs no
+        callback); if not, the caller hands it to :meth:`wait`."""
+        raise NotImplementedError
+
+    def wait(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
+             args: tuple) -> None:
+        """Queue a message :meth:`goes_now` refused (arguments as :meth:`submit`)."""
         raise NotImplementedError
 
     def hold_wire(self, seg) -> None:
@@ -61,8 +77,11 @@ class Fifo(TxArbiter):
 
     __slots__ = ()
 
-    def submit(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
-               args: tuple) -> None:
+    def goes_now(self, flow, eg, ready: float, prio: int) -> bool:
+        return True
+
+    def wait(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
+             args: tuple) -> None:
         emit(ready, *args)
 
 
@@ -105,8 +124,7 @@ class PerMessageRoundRobin(TxArbiter):
         self.last_at = -_INF
         self.hold = None
 
-    def submit(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
-               args: tuple) -> None:
+    def goes_now(self, flow, eg, ready: float, prio: int) -> bool:
         # The message goes at once when no other waits, no segmented message holds the
         # wire and the wire is free within one packet's time of ``ready``; then it starts
         # where the wire is free (``_sent``, written out here as this runs for every
@@ -116,18 +134,19 @@ class PerMessageRoundRobin(TxArbiter):
         # scheduler: 5.4 instead of 3.8 events per verb and 4x the wall time
         # (benchmarks/engine.py); the scheduler's own pulls do check it (_commit_head).
         hold = self.hold
-        go = not (self.txq or (hold is not None and hold.live))
-        if go:
-            start = self._free_at(eg, ready, prio)
-            if start - ready > eg.quantum:
-                go = False
-        if not go:
-            self._wait_wire(flow, ready, prio, first_bytes * eg.ns_per_byte, emit, args)
-            return
+        if self.txq or (hold is not None and hold.live):
+            return False
+        start = self._free_at(eg, ready, prio)
+        if start - ready > eg.quantum:
+            return False
         if start >= self.last_at:
             self.last = flow
             self.last_at = start
-        emit(ready, *args)
+        return True
+
+    def wait(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
+             args: tuple) -> None:
+        self._wait_wire(flow, ready, prio, first_bytes * eg.ns_per_byte, emit, args)
 
     def hold_wire(self, seg) -> None:
         self.hold = seg

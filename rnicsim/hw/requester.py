@@ -154,9 +154,13 @@ class Requester(Completer):
         cc = qp.cc
         if cc is not None:
             ready, tail = self._pace(cc, ready, tail, wire, npk, length)
-        self.tx.submit(qp, path[0], ready, qp.prio,
-                       wire if npk == 1 else self.mtu + self.pkt_ovh, self._emit_request,
-                       (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
+        if self.tx.goes_now(qp, path[0], ready, qp.prio):
+            self._emit_request(ready, qp, wr, msg, path, dst_id, ready, tail, wire, npk,
+                               length)
+        else:
+            self.tx.wait(qp, path[0], ready, qp.prio,
+                         wire if npk == 1 else self.mtu + self.pkt_ovh, self._emit_request,
+                         (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
 
     def _next_segment(self, st: Seg) -> None:
         """Prepare the next segment of a segmented message: its packets' payload times,

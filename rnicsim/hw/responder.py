@@ -235,13 +235,13 @@ class Responder(Requester):
                                    resp.wr.length)
             if tail is not None or npk > 1:
                 tail = t2
-        if resp.kind < ACK:
-            self.tx.submit(qp.qpn, path[0], ready, qp.prio, last_pkt if last_pkt else wire,
-                           self._emit_reply,
-                           (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
+        if resp.kind < ACK and not self.tx.goes_now(qp.qpn, path[0], ready, qp.prio):
+            self.tx.wait(qp.qpn, path[0], ready, qp.prio, last_pkt if last_pkt else wire,
+                         self._emit_reply, (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
             return
-        # ACKs and NAKs come from the responder's pipeline, not a send queue: they go at
-        # once, behind what is on the wire, in every arbitration.
+        # A response the arbiter lets go at once, or an ACK or NAK: those come from the
+        # responder's pipeline, not a send queue, and go at once, behind what is on the
+        # wire, in every arbitration.
         self._emit_reply(ready, qp, req_qp, resp, path, ready, wire, tail, last_pkt)
 
     def _emit_reply(self, t: float, qp: QpHw, req_qp: QpHw, resp: "Msg", path,
