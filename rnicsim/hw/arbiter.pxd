@@ -26,7 +26,9 @@ cdef class PerPacket(Fifo):
 
 
 cdef class PerMessageRoundRobin(TxArbiter):
-    cdef public object nic, sim, txq, ring, pull_at, heads, durs, last, hold
+    cdef public object nic, sim, ring, pull_at, last, hold
+    cdef public dict txq, durs
+    cdef public list heads
     cdef public Py_ssize_t seq
     cdef public double last_at
 

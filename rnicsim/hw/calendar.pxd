@@ -10,7 +10,7 @@ cdef double _INF
 cdef bint _TYPED
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, v=double)
-cdef Py_ssize_t _after(list a, double x) except -1
+cpdef Py_ssize_t _after(list a, double x) except -1
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, cand=double, end=double, e=double)
 cdef double _first_fit(list starts, list ends, double t, double dur) except? -1.0

@@ -36,20 +36,23 @@ _INF = float("inf")
 
 def _after(a: list, x: float) -> int:
     """``bisect_right(a, x)``: the index of the first item of ``a`` (ascending) above
-    ``x``. The compiled build searches C doubles (calendar.pxd; Python's bisect compares
-    float objects, a tenth of the fig. 5a benchmark's time); pure Python calls bisect."""
-    if _TYPED:
-        lo = 0
-        hi = len(a)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            v = a[mid]
-            if x < v:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-    return bisect_right(a, x)
+    ``x``, searched on C doubles in the compiled build (calendar.pxd; Python's bisect
+    compares float objects, a tenth of the fig. 5a benchmark's time). Pure Python uses
+    bisect_right itself (below)."""
+    lo = 0
+    hi = len(a)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = a[mid]
+        if x < v:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+if not _TYPED:
+    _after = bisect_right   # noqa: F811 (no Python call around bisect's)
 
 
 def _first_fit(starts: list, ends: list, t: float, dur: float) -> float:

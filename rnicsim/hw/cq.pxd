@@ -7,7 +7,8 @@ from rnicsim.hw.host cimport CpuThread
 
 
 cdef class Cq:
-    cdef public object sim, name, host, _heap, _waiter, mode, _nic_waits
+    cdef public object sim, name, host, _waiter, mode
+    cdef public list _heap, _nic_waits
     cdef public Py_ssize_t _seq, pushed, taken
 
     cpdef push(self, wc, t_visible)

@@ -17,8 +17,15 @@ Params (profile ``nic``): ``processing_units``, ``requester``, ``responder``,
 """
 from __future__ import annotations
 
+from struct import Struct
+
 from .qp import REQUEST, Msg, QpHw
 from .qpc import ContextCaches
+
+# One booking of Rnic.pu_log (three doubles) as the bytes array("d") holds: frombytes
+# copies them, where extend or append converts each float through PyArg_Parse (the
+# per-verb path logs three bookings).
+_BOOKING = Struct("@3d").pack
 
 
 class ProcessingUnits(ContextCaches):
@@ -100,6 +107,6 @@ class ProcessingUnits(ContextCaches):
         message from a later backlog than it met, as before this log existed)."""
         self.pu_work_ns += work
         log = self.pu_log[pu]
-        log.extend((now, before, work))
+        log.frombytes(_BOOKING(now, before, work))
         if len(log) > 192:
             del log[:96]

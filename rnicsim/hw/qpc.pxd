@@ -7,18 +7,21 @@
 # is then a C call: Cython's check for a Python override is one compare when the object
 # has no __dict__). Times are C doubles; sizes, counts and keys stay Python objects.
 cimport cython
+from rnicsim.hw.arbiter cimport TxArbiter
 from rnicsim.hw.cache cimport LruCache
 from rnicsim.hw.pcie cimport Pcie
 from rnicsim.hw.qp cimport Msg, QpHw
 
 
 cdef class ContextCaches:
-    cdef public object sim, env, trace, id, node, name, memory, p, mtu, pkt_ovh, pu_busy
-    cdef public object pu_log
-    cdef public object _held, req_t, resp_t, comp_t, mtt_ready, _mtt_ready_max
-    cdef public object atomic_busy, atomic_addr, max_rd, qps, fabric, _next_qpn
-    cdef public object ack_bytes, counters, seg_pkts, ud_grh_write, line_rate, _cnp_last
-    cdef public object tx
+    cdef public object sim, env, trace, id, node, name, memory, p, mtu, pkt_ovh
+    cdef public object _mtt_ready_max, max_rd, fabric, _next_qpn, ack_bytes, seg_pkts
+    cdef public object ud_grh_write, line_rate
+    cdef public TxArbiter tx
+    cdef public list pu_busy, pu_log, atomic_busy
+    cdef public tuple req_t, resp_t, comp_t
+    cdef public dict mtt_ready, atomic_addr, qps, counters, _cnp_last
+    cdef public set _held
     cdef public Pcie pcie
     cdef public LruCache qpc, mtt
     cdef public double pu_work_ns, per_pkt, ns_per_byte_in

@@ -60,3 +60,41 @@ def test_a_stale_build_runs_pure_python_with_one_warning(tmp_path):
     assert lines == [ln for ln in lines if f"{ext.name} is older than its source" in ln]
     assert len(lines) == 1, out.stderr
     assert "install a C compiler (gcc) and run `pip install -e .` again" in lines[0]
+
+
+def test_the_calendar_search_is_bisect_right():
+    """calendar._after, in the compiled build a search on C doubles (pure Python uses
+    bisect_right itself), gives bisect_right's index for probes below, between, on
+    (repeated values) and above the items, and 0 in an empty list."""
+    from bisect import bisect_right
+
+    from rnicsim.hw.calendar import _after
+    a = [1.0, 2.5, 2.5, 2.5, 4.0, 7.25, 7.25, 9.0]
+    probes = [0.0, 1.0, 1.5, 2.5, 3.0, 4.0, 7.25, 8.0, 9.0, 10.0, -1e300, 1e300]
+    assert [_after(a, x) for x in probes] == [bisect_right(a, x) for x in probes]
+    assert [_after(a, x) for x in probes] == [0, 1, 1, 4, 4, 5, 7, 7, 8, 8, 0, 8]
+    assert _after([], 3.0) == 0
+
+
+def test_a_nic_keeps_its_state_in_declared_fields():
+    """In the compiled build every attribute an Rnic sets is a field its parts declare
+    (rnicsim/hw/qpc.pxd): a NIC has no __dict__ entries, even after traffic. (One there
+    would make each call of one part into another look the method up by name again.)"""
+    if hw.PURE_PYTHON:
+        import pytest
+        pytest.skip("the pure-Python model keeps a NIC's state in its __dict__")
+    from rnicsim.cluster import Cluster
+    from rnicsim.profile import load_profile
+    from rnicsim.sim import Simulation
+    from rnicsim.verbs import READ, Context, WorkRequest
+    sim = Simulation(1)
+    cl = Cluster(sim, load_profile("cx4-edr"), 2, 1)
+    ctx = [Context(cl, i, 0, cl.nodes[i].thread(0)) for i in range(2)]
+    qa = ctx[0].create_qp("RC", ctx[0].create_cq())
+    qb = ctx[1].create_qp("RC", ctx[1].create_cq())
+    qa.connect(qb)
+    mr = ctx[1].reg_mr(4096)
+    qa.post_send([WorkRequest(READ, 64, "r", True, False, None, 0, mr.rkey, 0)])
+    sim.run()
+    assert [n.counters["qpc_miss"] for n in cl.nics] == [1, 1]   # the READ went through
+    assert [vars(n) for n in cl.nics] == [{}, {}]
