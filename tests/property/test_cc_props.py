@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols.txn import scenario_kinds as sk
-from protocols.txn.bench import build, run_txn_bench
+from protocols.txn.bench import build, run_txn_bench, thread_ns_per_txn
 from protocols.txn.cc import STAGE_BITS
 from protocols.txn.history import History
 from protocols.txn.registry import make_workload
@@ -64,7 +64,8 @@ def workloads(draw):
                       "hot_probability": draw(st.sampled_from([0.1, 0.5, 0.9])),
                       "ops": draw(st.integers(1, 4)),
                       "write_probability": draw(st.sampled_from([0.0, 0.2, 0.5, 1.0])),
-                      "compute": draw(st.sampled_from([0.0, 1000.0]))}
+                      "compute": draw(st.sampled_from([0.0, 1000.0])),
+                      "sleep": draw(st.booleans())}
     if name == "smallbank":
         return name, {"accounts_per_thread": draw(st.integers(2, 8)),
                       "hot_fraction": draw(st.sampled_from([0.25, 1.0])),
@@ -75,9 +76,13 @@ def workloads(draw):
 
 
 def run(kind, form, wl_def, seed, nodes, threads, coroutines, window=20_000.0):
-    """Build and drain one point; returns (bench, workload, history, metrics)."""
+    """Build and drain one point; returns (bench, workload, history, metrics). The window
+    [ns] also covers twice the coroutines' spread start (a YCSB usleep holds a thread
+    for the sleep plus the host's 50-us timer slack)."""
     name, params = wl_def
     wl = make_workload(name, params, nodes, threads, PROFILE.host.clock, coroutines)
+    per_txn = thread_ns_per_txn(wl, PROFILE.host.timer_slack) or 0.0
+    window = max(window, 2 * coroutines * per_txn)
     hist = History()
     b = build(PROFILE, nodes, threads, wl, config(kind, *form), coroutines, seed=seed,
               history=hist, kind=kind)
