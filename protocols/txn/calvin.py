@@ -213,10 +213,6 @@ class System(TxnSystem):
         self._outstanding = 0
         self._workload = None
 
-    def how(self, stage: str) -> str:
-        """``one_sided`` or ``rpc`` for ``stage``."""
-        return self.cfg.stages[stage]
-
     # ================================================================ clients
     def start(self, workload, coroutines: int, stagger_ns: float = 0.0) -> None:
         self._workload = workload

@@ -210,6 +210,22 @@ class TxnSystem:
                     ph[k] = ph.get(k, 0.0) + v
 
     # ================================================================ shared steps
+    def how(self, stage: str) -> str:
+        """``one_sided`` or ``rpc`` for ``stage`` (protocols configured stage by stage,
+        :class:`protocols.txn.cc.CcConfig`)."""
+        return self.cfg.stages[stage]
+
+    def log_writes(self, tx: Txn, writes: list):
+        """Log ``writes`` to the backups through the protocol's ``self.repl``
+        (:class:`protocols.txn.replication.Replication`) over the log stage's verbs, the
+        attempt's log-phase CPU (``phase_ns[2]``) first; then add the attempt to the
+        history."""
+        if writes:
+            if tx.spec.phase_ns[2]:
+                yield tx.ep.compute(tx.spec.phase_ns[2])
+            yield from self.repl.log(tx, writes, self.how("log"))
+        self.record(tx)
+
     def run_body(self, tx: Txn, ep=None):
         """The execution phase: the coordinator's CPU of it (``phase_ns[0]``, on ``ep``,
         default the attempt's thread), the transaction body, then a wait for its

@@ -254,10 +254,6 @@ class System(TxnSystem):
         self.installed: dict | None = {} if self.history is not None else None
         self.reads: list | None = [] if self.history is not None else None
 
-    def how(self, stage: str) -> str:
-        """``one_sided`` or ``rpc`` for ``stage``."""
-        return self.cfg.stages[stage]
-
     # ================================================================ timestamps
     def timestamp(self, owner: int) -> int:
         """The next timestamp of coroutine ``owner`` (one per attempt)."""

@@ -71,10 +71,6 @@ class System(TxnSystem):
         self._first: dict[int, tuple] = {}    # owner -> (spec, ts) of its first attempt
         self._waiters: dict[int, list] = {}    # node -> parked lock requests
 
-    def how(self, stage: str) -> str:
-        """``one_sided`` or ``rpc`` for ``stage``."""
-        return self.cfg.stages[stage]
-
     # ================================================================ timestamps
     def timestamp(self, tx: Txn, owner: int) -> int:
         """The attempt's timestamp; a retry keeps its transaction's first one (so an
@@ -117,11 +113,7 @@ class System(TxnSystem):
         now = sim.now
         tx.phases["lock"] = now - t
         t = now
-        if writes:
-            if spec.phase_ns[2]:
-                yield tx.ep.compute(spec.phase_ns[2])
-            yield from self.repl.log(tx, writes, self.how("log"))
-        self.record(tx)
+        yield from self.log_writes(tx, writes)
         now = sim.now
         tx.phases["log"] = now - t
         t = now

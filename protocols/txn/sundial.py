@@ -146,10 +146,9 @@ class System(TxnSystem):
 
     STAGES = ("read", "lock", "renew", "log", "commit", "release")
 
-    # Shared with NO_WAIT / WAIT-DIE: first-attempt timestamps, stage verbs, and the
+    # Shared with NO_WAIT / WAIT-DIE: first-attempt timestamps and the
     # owner-side parking of RPC lock requests (re-checked by check_waiters below).
     timestamp = nowait.System.timestamp
-    how = nowait.System.how
     wake = nowait.System.wake
     _unlock_mine = nowait.System.unlock_mine
     release_handler = nowait.System.release_handler
@@ -205,7 +204,7 @@ class System(TxnSystem):
                 yield from self.timed(tx, "lock", self.lock_late(tx, r))
         reads = [r for r in recs if not r.locked and r.version >= 0]
         yield from self.timed(tx, "renew", self.renew(tx, reads))
-        yield from self.timed(tx, "log", self.log(tx, writes))
+        yield from self.timed(tx, "log", self.log_writes(tx, writes))
         yield from self.timed(tx, "commit", self.commit_locked(
             tx, [r for r in recs if r.locked]))
 
@@ -216,15 +215,6 @@ class System(TxnSystem):
                 yield from self.timed(tx, "lock", self.lock_record(tx, r))
             else:
                 yield from self.timed(tx, "read", self.read_record(tx, r))
-
-    def log(self, tx: Txn, writes: list[Rec]):
-        """Log ``writes`` to the backups (DrTM+H's L-phase CPU first) and add the
-        attempt to the history."""
-        if writes:
-            if tx.spec.phase_ns[2]:
-                yield tx.ep.compute(tx.spec.phase_ns[2])
-            yield from self.repl.log(tx, writes, self.how("log"))
-        self.record(tx)
 
     def release(self, tx: Txn):
         yield from self.timed(tx, "release", self.unlock(
