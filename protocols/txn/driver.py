@@ -215,6 +215,15 @@ class TxnSystem:
         :class:`protocols.txn.cc.CcConfig`)."""
         return self.cfg.stages[stage]
 
+    def commit_sets(self, tx: Txn):
+        """After the body: the attempt's records in access order and those it writes,
+        returned once the commit's own coordinator CPU (``phase_ns[1]``) is spent."""
+        recs = list(tx.recs.values())
+        writes = [r for r in recs if r.new is not None]
+        if tx.spec.phase_ns[1]:
+            yield tx.ep.compute(tx.spec.phase_ns[1])
+        return recs, writes
+
     def log_writes(self, tx: Txn, writes: list):
         """Log ``writes`` to the backups through the protocol's ``self.repl``
         (:class:`protocols.txn.replication.Replication`) over the log stage's verbs, the

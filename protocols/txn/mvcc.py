@@ -276,10 +276,7 @@ class System(TxnSystem):
         tx.phases = dict.fromkeys(self.STAGES, 0.0)
         ep = tx.ep
         yield from self.run_body(tx)
-        recs = list(tx.recs.values())
-        writes = [r for r in recs if r.new is not None]
-        if spec.phase_ns[1]:
-            yield ep.compute(spec.phase_ns[1])
+        recs, writes = yield from self.commit_sets(tx)
         for r in writes:
             if not r.locked:
                 yield from self.lock_record(tx, r, read=False)

@@ -103,10 +103,7 @@ class System(TxnSystem):
         now = sim.now
         tx.phases["read"] = now - t
         t = now
-        recs = list(tx.recs.values())
-        writes = [r for r in recs if r.new is not None]
-        if spec.phase_ns[1]:
-            yield tx.ep.compute(spec.phase_ns[1])
+        recs, writes = yield from self.commit_sets(tx)
         for r in writes:
             if not r.locked:
                 yield from self.lock_record(tx, r, True)

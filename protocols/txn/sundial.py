@@ -191,14 +191,10 @@ class System(TxnSystem):
         tx.phases[stage] = tx.phases.get(stage, 0.0) + self.sim.now - t
 
     def attempt(self, tx: Txn, owner: int):
-        spec = tx.spec
         tx.owner = owner
         tx.ts = self.timestamp(tx, owner)
         yield from self.run_body(tx)
-        recs = list(tx.recs.values())
-        writes = [r for r in recs if r.new is not None]
-        if spec.phase_ns[1]:
-            yield tx.ep.compute(spec.phase_ns[1])
+        recs, writes = yield from self.commit_sets(tx)
         for r in writes:
             if not r.locked:
                 yield from self.timed(tx, "lock", self.lock_late(tx, r))
