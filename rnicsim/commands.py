@@ -235,6 +235,10 @@ def _show(key: str, v) -> str:
         return f"{v:g} ns"
     if name == "int" and ann is not None and ann.annotation.__name__ == "SizeP":
         return f"{v} B"
+    if isinstance(v, dict) and ann is not None and ann.annotation.__name__ == "IdleStatesP":
+        # exit latency / target residency, as intel_idle's tables and cpupower list them
+        return ", ".join(f"{k} {e / 1e3:g}/{r / 1e3:g} us" for k, (e, r) in v.items()) \
+            or "none"
     return str(v)
 
 

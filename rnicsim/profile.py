@@ -141,6 +141,37 @@ class FlagP(_Param):
         return v
 
 
+class IdleStatesP(_Param):
+    """A core's idle states (C-states): a mapping of state name to
+    ``"<exit latency>/<target residency>"`` (e.g. ``C1E: 10us/20us``), the empty mapping
+    for a core that never leaves C0 (``idle=poll``) or whose states are not modelled.
+    The value is stored as ``{name: (exit_ns, residency_ns)}`` ordered by residency."""
+
+    example = "{C1: 2us/2us, C1E: 10us/20us}"
+
+    @field_validator("value")
+    @classmethod
+    def _v(cls, v: Any) -> dict:
+        if not isinstance(v, dict):
+            raise ValueError(f"expected a mapping of idle state names to "
+                             f"'<exit latency>/<target residency>' such as "
+                             f"{cls.example}, got {v!r}")
+        out = {}
+        for name, pair in v.items():
+            if isinstance(pair, str) and pair.count("/") == 1:
+                pair = pair.split("/")
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise ValueError(f"idle state {name!r}: expected '<exit latency>/<target "
+                                 f"residency>' such as '10us/20us', got {pair!r}")
+            try:
+                ex, res = (parse_time_ns(x.strip() if isinstance(x, str) else x)
+                           for x in pair)
+            except ValueError as e:
+                raise ValueError(f"idle state {name!r}: {e}") from None
+            out[str(name)] = (ex, res)
+        return dict(sorted(out.items(), key=lambda kv: kv[1][1]))
+
+
 class OpTimes(BaseModel):
     """Per-opcode service times [ns] of a NIC processing unit."""
 
@@ -298,6 +329,9 @@ class HostSection(BaseModel):
                                     # interrupt_cpu) [ns]
     timer_slack: TimeP              # how late a sleeping thread's timer may fire (Linux
                                     # per-thread timer slack); usleep(d) blocks d + this [ns]
+    idle_states: IdleStatesP        # C-states an idle core enters: a woken thread waits
+                                    # the exit latency of the deepest state whose target
+                                    # residency fits the time the core was idle [ns]
     # Kernel TCP (the ``tcp`` RPC transport, protocols/rpc.py); the NIC's own work (WQE,
     # doorbell, CQE) and the copies (memcpy_rate) are charged apart.
     tcp_send_cpu: TimeP             # one send syscall (writev of one flush to one peer):
@@ -407,7 +441,7 @@ def _expected_mapping(class_name: str) -> str:
 
 
 _PARAM_KINDS = {c.__name__: c for c in (TimeP, RateP, SizeP, CountP, PosCountP, FreqP, RatioP,
-                                        ChoiceP, FlagP)}
+                                        ChoiceP, FlagP, IdleStatesP)}
 
 
 def available_profiles() -> list[str]:

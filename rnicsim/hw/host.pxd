@@ -5,6 +5,10 @@
 cimport cython
 
 
+@cython.locals(exit_ns=double, ex=double, res=double)
+cpdef double idle_exit_ns(dict states, double idle_ns) except? -1.0
+
+
 cdef class Core:
     cdef public object name, hogs
     cdef public double busy_until, busy_ns

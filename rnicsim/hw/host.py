@@ -23,8 +23,17 @@ lengths come from the simulation's random stream ``sched/<core>``.
 Not modelled: SMT, caches (a hog's cache footprint), a sleeper that uses more than its
 fair share (it would lose wake-up preemption), migration between cores.
 
+Idle states: a core with nothing to run enters a C-state, and the thread woken on it (a
+timer ending a sleep, an interrupt for a completion) runs only after the state's exit
+latency. Linux's menu governor picks the deepest state whose target residency fits the
+idle time it predicts (drivers/cpuidle/governors/menu.c: the next timer, corrected by
+recent wake-ups); the model takes the deepest state whose residency fits the time the
+core actually stays idle (:func:`idle_exit_ns`), exact for a sleep, whose timer the
+governor knows. A core shared with CPU hogs never idles. The exit is not busy CPU.
+
 Params (profile ``host``): clock [Hz], cores, the per-operation CPU costs [ns],
-``sched_quantum`` [ns], ``wakeup_latency`` [ns].
+``sched_quantum`` [ns], ``wakeup_latency`` [ns], ``timer_slack`` [ns], ``idle_states``
+({name: (exit latency, target residency)} [ns]).
 """
 from __future__ import annotations
 
@@ -33,6 +42,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sim import Simulation
+
+
+def idle_exit_ns(states: dict, idle_ns: float) -> float:
+    """Exit latency [ns] of the deepest of ``states`` (``{name: (exit_ns,
+    residency_ns)}`` ordered by residency, the profile's ``host.idle_states``) whose target
+    residency is at most ``idle_ns`` [ns], the time the core stays idle; 0 when none
+    fits (or the core has no idle states)."""
+    exit_ns = 0.0
+    for ex, res in states.values():
+        if res > idle_ns:
+            break
+        exit_ns = ex
+    return exit_ns
 
 
 class Hogs:
@@ -168,16 +190,21 @@ class CpuThread:
         event loop and the RPC handlers on it) runs meanwhile, and the sleep starts after
         the CPU work booked before it. Its timer fires ``timer_slack`` late (the end of
         the range Linux allows; the core is idle meanwhile, so no earlier timer interrupt
-        runs it sooner), and waking costs ``interrupt_cpu`` of CPU (timer interrupt,
-        wake-up, context switch). Only that wake-up counts as busy CPU. Not modelled:
-        another thread on the same core running during the sleep (the core is held).
+        runs it sooner), the idle core leaves its C-state (:func:`idle_exit_ns` of the
+        sleep's length; none on a core with hogs), and waking costs ``interrupt_cpu`` of
+        CPU (timer interrupt, wake-up, context switch). Only that wake-up counts as busy
+        CPU. Not modelled: another thread on the same core running during the sleep (the
+        core is held).
         """
         env = self.sim.env
         c = self.core
         now = env._now
         start = now if now > c.busy_until else c.busy_until
         h = self.host
-        end = self.reserve(self.wake_at(start + ns + h.timer_slack, True), h.interrupt_cpu)
+        idle = ns + h.timer_slack
+        if c.hogs is None:
+            idle += idle_exit_ns(h.idle_states, idle)
+        end = self.reserve(self.wake_at(start + idle, True), h.interrupt_cpu)
         return env.timeout(end - now)
 
     @property

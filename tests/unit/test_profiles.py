@@ -106,6 +106,32 @@ def test_unknown_key_names_file_and_key_path(tmp_path):
     assert str(path) in str(e.value) and "unknown key" in str(e.value)
 
 
+@pytest.mark.parametrize("value,expected", [
+    ("10us", "expected a mapping of idle state names"),
+    ({"C1E": "10us"}, "idle state 'C1E': expected '<exit latency>/<target residency>'"),
+    ({"C1E": "10us/fast"}, "idle state 'C1E': "),
+])
+def test_bad_idle_states_name_the_key_and_the_form(tmp_path, value, expected):
+    """host.idle_states must map state names to '<exit>/<residency>' durations."""
+    raw = _raw()
+    raw["host"]["idle_states"]["value"] = value
+    path = _write(tmp_path, raw)
+    with pytest.raises(InputError) as e:
+        load_profile(str(path))
+    assert e.value.key == "host.idle_states.value" and expected in str(e.value)
+
+
+def test_idle_states_are_kept_in_order_of_residency(tmp_path):
+    """States written in any order are searched shallow to deep; {} means none."""
+    raw = _raw("cx4-edr")
+    raw["host"]["idle_states"]["value"] = {"C6": "133us/400us", "C1": "2us/2us"}
+    p = load_profile(str(_write(tmp_path, raw)))
+    assert list(p.host.idle_states) == ["C1", "C6"]
+    assert p.host.idle_states["C6"] == (133_000.0, 400_000.0)
+    raw["host"]["idle_states"]["value"] = {}
+    assert load_profile(str(_write(tmp_path, raw, "none.yaml"))).host.idle_states == {}
+
+
 def test_unknown_section_names_file_and_key(tmp_path):
     """An unknown top-level section is rejected."""
     raw = _raw()

@@ -107,16 +107,20 @@ def test_cpu_meter_gives_the_busy_share_of_the_measured_window_only(cx4):
 
 def test_usleep_blocks_the_thread_for_the_sleep_plus_the_timer_slack(cx4):
     """``Worker.sleep`` is a ``usleep``: A sleeping 5 us from t=0 resumes at 5 us + the
-    50-us timer slack + the wake-up's CPU (``interrupt_cpu``), and the thread runs nothing
-    else meanwhile: B's READ, done in a few microseconds, is handed to B only after A's
-    sleep. Only the wake-up is busy CPU. The same 5 us as ``compute`` ends at 5 us."""
+    50-us timer slack + the exit of the C-state the idle core entered (55 us idle: C1E,
+    10 us, the deepest whose 20-us target residency fits) + the wake-up's CPU
+    (``interrupt_cpu``), and the thread runs nothing else meanwhile: B's READ, done in a
+    few microseconds, is handed to B only after A's sleep. Only the wake-up is busy CPU.
+    The same 5 us as ``compute`` ends at 5 us."""
     h = cx4.host
     assert h.timer_slack == 50_000.0
+    assert h.idle_states["C1E"] == (10_000.0, 20_000.0)
+    assert h.idle_states["C3"][1] > 55_000.0
     ws: list = []
     out = _resume_time(cx4, [5_000.0], sleep=True, worker=ws)
     # A starts its sleep after B's post (the spawn order), so it wakes that much later.
     post_cpu = h.wqe_build + h.mmio
-    woke = 5_000.0 + h.timer_slack + h.interrupt_cpu
+    woke = 5_000.0 + h.timer_slack + 10_000.0 + h.interrupt_cpu
     assert out["a_done"] == pytest.approx(post_cpu + woke, abs=h.coroutine_switch + 1.0)
     assert out["b"] >= out["a_done"]
     assert out["b"] - out["a_done"] < 2_000.0    # B is resumed right after the sleep
