@@ -329,9 +329,9 @@ class HostSection(BaseModel):
                                     # interrupt_cpu) [ns]
     timer_slack: TimeP              # how late a sleeping thread's timer may fire (Linux
                                     # per-thread timer slack); usleep(d) blocks d + this [ns]
-    idle_states: IdleStatesP        # C-states an idle core enters: a woken thread waits
-                                    # the exit latency of the deepest state whose target
-                                    # residency fits the time the core was idle [ns]
+    idle_states: IdleStatesP        # C-states an idle core enters: a thread woken from a
+                                    # sleep waits the exit latency of the deepest state
+                                    # whose target residency fits the sleep [ns]
     # Kernel TCP (the ``tcp`` RPC transport, protocols/rpc.py); the NIC's own work (WQE,
     # doorbell, CQE) and the copies (memcpy_rate) are charged apart.
     tcp_send_cpu: TimeP             # one send syscall (writev of one flush to one peer):

@@ -3,7 +3,7 @@
 # wake-up) is C calls from the completer, and taking completions books the thread's CPU
 # through a C call.
 cimport cython
-from rnicsim.hw.host cimport CpuThread, idle_exit_ns
+from rnicsim.hw.host cimport CpuThread
 
 
 cdef class Cq:

@@ -6,9 +6,7 @@ notices a completion after ``poll_detect`` (busy polling) or ``interrupt_latency
 (interrupt mode) and then pays CPU for the poll call, each CQE and, with interrupts, the
 interrupt and wake-up (``interrupt_cpu``) plus re-arming the CQ for the next event
 (``ibv_req_notify_cq``: one ``mmio`` doorbell store). Several completions visible at once are taken by one wake-up.
-An interrupt that finds the thread's core idle waits for the core to leave its idle state
-(:func:`~rnicsim.hw.host.idle_exit_ns` of the time it was idle). On a core with CPU hogs
-the thread notices the completion later, as
+On a core with CPU hogs the thread notices the completion later, as
 :meth:`~rnicsim.hw.host.CpuThread.wake_at` says (its next slice, or a wake-up preemption).
 One scheduled event per wake-up: the waiting thread is idle, so its core is free from the
 wake time on and the poll's CPU is booked then.
@@ -21,8 +19,6 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 from simpy.events import NORMAL
-
-from .host import idle_exit_ns
 
 
 class Cq:
@@ -84,9 +80,6 @@ class Cq:
         busy = thread.core.busy_until
         if t < busy:
             t = busy        # the thread finishes the work it booked before it polls again
-        elif self.mode == "interrupt" and thread.core.hogs is None:
-            # the core idled from its last work until the interrupt: it leaves its C-state
-            t += idle_exit_ns(h.idle_states, t - busy)
         env = self.sim.env
         if t < env._now:
             t = env._now

@@ -23,13 +23,17 @@ lengths come from the simulation's random stream ``sched/<core>``.
 Not modelled: SMT, caches (a hog's cache footprint), a sleeper that uses more than its
 fair share (it would lose wake-up preemption), migration between cores.
 
-Idle states: a core with nothing to run enters a C-state, and the thread woken on it (a
-timer ending a sleep, an interrupt for a completion) runs only after the state's exit
-latency. Linux's menu governor picks the deepest state whose target residency fits the
-idle time it predicts (drivers/cpuidle/governors/menu.c: the next timer, corrected by
-recent wake-ups); the model takes the deepest state whose residency fits the time the
-core actually stays idle (:func:`idle_exit_ns`), exact for a sleep, whose timer the
-governor knows. A core shared with CPU hogs never idles. The exit is not busy CPU.
+Idle states: a core with nothing to run enters a C-state, and the thread woken on it runs
+only after the state's exit latency. Linux's menu governor picks the deepest state whose
+target residency fits the idle time it predicts (drivers/cpuidle/governors/menu.c: the
+next timer, corrected by recent wake-ups). For a sleep the prediction is exact (the
+sleep's own timer is the next event), so the model takes the deepest state whose
+residency fits the sleep (:func:`idle_exit_ns`); a core shared with CPU hogs never idles.
+The exit is not busy CPU. A thread woken by a completion interrupt pays no exit: the
+governor's prediction from recent interrupts is not modelled, and RDMC's fig. 11 (pure
+interrupts leave its bandwidth almost unchanged on Xeon hosts with Linux's default idle
+driver) shows no cost of the size an exit at every wake-up would give (docs/model.md,
+"Sleeping threads").
 
 Params (profile ``host``): clock [Hz], cores, the per-operation CPU costs [ns],
 ``sched_quantum`` [ns], ``wakeup_latency`` [ns], ``timer_slack`` [ns], ``idle_states``

@@ -229,7 +229,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "multiobj_read_one_sided": ("multiobj", "bd28e65a80425e52"),
     "multiobj_write_two_sided_passive_ack": ("multiobj", "ee6ae7a2f3eba42d"),
     "rdmc_binomial_pipeline": ("rdmc", "7f1f33a5e32b9ede"),
-    "rdmc_sequential_interrupt": ("rdmc", "911699f29cadc5ec"),
+    "rdmc_sequential_interrupt": ("rdmc", "8a177f0c49d20d5f"),
     "remote_read_intr_background": ("remote_read", "035f5a8ae80be06d"),
     "remote_read_send_send": ("remote_read", "2b6c7cb59d4bc344"),
     "rpc_rc_handler": ("rpc", "af28ed550b8089d5"),
