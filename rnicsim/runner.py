@@ -233,6 +233,23 @@ def missing_columns(sc: Scenario, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def empty_points(recs: list[dict[str, Any]]) -> list[str]:
+    """One line per transaction point that committed nothing in its measured window
+    (metric ``committed`` 0): its throughput reads 0 because the window is shorter than
+    the protocol's latency at that point, not because it stalled for certain."""
+    out = []
+    for r in recs:
+        m = r["metrics"]
+        if m.get("committed") == 0:
+            at = ", ".join(f"{k}={v}" for k, v in r["values"].items()) or "the only point"
+            window = f" {m['measure_us']:g}-us" if "measure_us" in m else ""
+            out.append(f"point {r['index']} ({at}): no transaction committed in its"
+                       f"{window} window; a window shorter than one transaction measures "
+                       "nothing: lengthen run.measure and run.warmup (e.g. --set "
+                       "run.measure=2ms) to see its throughput")
+    return out
+
+
 def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: bool = True,
                  source: str = "", *, pool=None, resume: bool = False,
                  force: bool = False) -> dict[str, Any]:
@@ -244,7 +261,8 @@ def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: boo
     hold an unfinished run unless ``resume`` (keep its stored points) or ``force``
     (discard them). Raises :class:`PointsFailed` when points raised (the others are
     stored, no results are written). Plot axes and claim metrics that name no column of
-    the results are warned about on stderr."""
+    the results, and transaction points that committed nothing in their window, are
+    warned about on stderr."""
     from .distributed import open_pool
 
     if not str(out_dir).strip():
@@ -265,7 +283,7 @@ def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: boo
         t0 = time.perf_counter()
         recs = run_records(sc, pool, progress, store, resume, force, source)
         rows = [_row(r) for r in recs]
-        for w in missing_columns(sc, rows):
+        for w in missing_columns(sc, rows) + empty_points(recs):
             print(f"rnicsim: warning: {w}", file=sys.stderr, flush=True)
         claims = evaluate(sc.expected, rows)
         # No wall time here: results.csv, summary.json and the plots depend only on the

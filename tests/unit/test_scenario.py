@@ -971,6 +971,24 @@ def test_run_warns_about_names_no_result_has(tmp_path, capsys):
     assert "expected[0].metric" in lines[1] and "throughput_mops," in lines[1]
 
 
+def test_a_transaction_point_that_committed_nothing_is_warned_about():
+    """A txn point with ``committed`` 0 (its window shorter than one transaction, e.g.
+    CALVIN's epochs at 76 nodes in a demo window) is named on stderr with its swept
+    values, its window and the key to lengthen; points that committed, and rows of
+    other workloads (no ``committed``), are not."""
+    from rnicsim.runner import empty_points
+
+    recs = [{"index": 0, "values": {"cluster.nodes": 4, "protocol.kind": "calvin"},
+             "metrics": {"committed": 12.0, "measure_us": 201.0}},
+            {"index": 1, "values": {"cluster.nodes": 76, "protocol.kind": "calvin"},
+             "metrics": {"committed": 0.0, "measure_us": 201.0}},
+            {"index": 2, "values": {}, "metrics": {"throughput_mops": 1.0}}]
+    (line,) = empty_points(recs)
+    assert line.startswith("point 1 (cluster.nodes=76, protocol.kind=calvin): no "
+                           "transaction committed in its 201-us window")
+    assert "run.measure" in line
+
+
 # =========================================================================== claims
 def claims(*specs: dict):
     ta = TypeAdapter(Claim)
