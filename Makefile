@@ -9,7 +9,8 @@ STAMP   := $(VENV)/.installed
 
 # The compiled core (setup.py) is built by the install, so a change of a compiled module
 # or of its types (.pxd) installs again; without a build rnicsim warns and runs pure Python.
-CORE    := setup.py $(wildcard rnicsim/hw/*.pxd) $(patsubst %.pxd,%.py,$(wildcard rnicsim/hw/*.pxd))
+CORE    := setup.py $(wildcard rnicsim/hw/*.pxd) $(patsubst %.pxd,%.py,$(wildcard rnicsim/hw/*.pxd)) \
+           $(wildcard rnicsim/hw/*.pyx)
 
 $(STAMP): pyproject.toml $(CORE)
 	$(PY) -m venv $(VENV)

@@ -1,6 +1,7 @@
 """Build of the compiled core: the per-verb modules listed in rnicsim/hw/__init__.py
 (COMPILED) compiled by Cython from the same .py files, typed by the .pxd beside each
-(pure-Python mode: the .py files stay the model).
+(pure-Python mode: the .py files stay the model); a module with a .pyx (the event heap)
+is built from that instead, its .py being the pure-Python reference.
 
 Floats must round exactly as in Python: no fast-math and no fused multiply-add
 contraction (-ffp-contract=off; GCC contracts by default in GNU C mode where the target
@@ -55,6 +56,14 @@ class OptionalBuildExt(build_ext):
             print(f"rnicsim: {ext.name} not compiled ({exc}); pure Python", file=sys.stderr)
 
 
+def _source(module: str) -> str:
+    """What a compiled module is built from: its .pyx where it has one (a compiled
+    implementation beside the pure-Python reference .py, e.g. the event heap), else the
+    .py itself."""
+    pyx = f"rnicsim/hw/{module}.pyx"
+    return pyx if (HERE / pyx).exists() else f"rnicsim/hw/{module}.py"
+
+
 def extensions() -> list:
     if os.environ.get("RNICSIM_PURE_PYTHON") == "1":
         return []
@@ -63,7 +72,7 @@ def extensions() -> list:
     except ImportError:
         print("rnicsim: Cython not found; pure Python", file=sys.stderr)
         return []
-    exts = [Extension(f"rnicsim.hw.{m}", [f"rnicsim/hw/{m}.py"], extra_compile_args=CFLAGS)
+    exts = [Extension(f"rnicsim.hw.{m}", [_source(m)], extra_compile_args=CFLAGS)
             for m in compiled_modules()]
     try:
         # Types come from the .pxd files only: the .py annotations document the model

@@ -129,14 +129,14 @@ def one(workload: str, topo_kind: str, nodes: int, threads: int = 2, coros: int 
     setup_rss = _rss_mb()
     qps = sum(len(nic.qps) for nic in cluster.nics)
     start()
-    eid0 = next(sim.env._eid)
+    eid0 = sim.events_scheduled
     t2 = time.perf_counter()
     sim.run(until=warm)
     t3 = time.perf_counter()
     w0 = work()
     sim.run(until=warm + meas)
     t4 = time.perf_counter()
-    events = next(sim.env._eid) - eid0
+    events = sim.events_scheduled - eid0
     done = work() - w0
     simpy_rate = (simpy0 + bare_simpy()) / 2   # bracket the point
     run_s = t4 - t2

@@ -19,36 +19,32 @@ import hashlib
 from numbers import Integral
 from contextlib import contextmanager
 from array import array
-from heapq import heappop, heappush
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import URGENT, Event, EventPriority
+from simpy.events import URGENT, Event
+
+from rnicsim.hw.heap import EventHeap
 
 
-def _fire_call(ev: "_Call") -> None:
-    ev.fn(*ev.args)
+class Environment(simpy.Environment):
+    """SimPy's environment on the event heap of :mod:`rnicsim.hw.heap`: ``schedule``,
+    ``peek`` and ``step`` (and so ``run``) take and give entries in SimPy's
+    ``(t, priority, id)`` order, which also holds hardware callbacks without an event
+    object (:meth:`Simulation.call_at`). ``_queue`` is that heap (not a list); SimPy's
+    ``_eid`` counter is gone (the heap numbers entries: ``_queue.scheduled``)."""
 
-
-_CALL_CALLBACKS = [_fire_call]   # shared and never mutated: SimPy only replaces the attribute
-
-
-class _Call:
-    """A scheduled callback: the cheapest thing the SimPy heap can hold.
-
-    :meth:`Simulation.run` calls ``fn(*args)`` directly. The ``callbacks``/``_ok`` pair
-    lets SimPy's own ``Environment.step`` process it as an event too.
-    """
-
-    __slots__ = ("fn", "args", "callbacks", "_ok")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple) -> None:
-        self.fn = fn
-        self.args = args
-        self.callbacks = _CALL_CALLBACKS
-        self._ok = True
+    def __init__(self) -> None:
+        super().__init__()
+        del self._eid
+        self._queue = EventHeap(self)
+        # The heap's methods as instance attributes: SimPy's events call env.schedule,
+        # and a bound method of the compiled heap costs no Python frame.
+        self.schedule = self._queue.schedule
+        self.peek = self._queue.peek
+        self.step = self._queue.step
 
 
 class Histogram:
@@ -228,15 +224,17 @@ class Simulation:
     def __init__(self, seed: int = 1) -> None:
         if isinstance(seed, bool) or not isinstance(seed, Integral):
             raise TypeError(f"Simulation: seed must be a whole number, got {seed!r}")
-        self.env = simpy.Environment()
+        self.env = Environment()
         self.seed = int(seed)
         self._rngs: dict[str, np.random.Generator] = {}
         self.stats = Stats()
         self.trace = Trace()
         self.measuring = False
         self.window: tuple[float, float] = (0.0, 0.0)
-        self._queue = self.env._queue
-        self._eid = self.env._eid
+        self._heap = self.env._queue
+        # The heap's own methods (no Python frame in the compiled build): see call_at.
+        self.call_at = self._heap.call_at
+        self.call_in = self._heap.call_in
         for fn in list(_NEW_SIM_HOOKS):
             fn(self)
 
@@ -246,12 +244,14 @@ class Simulation:
         return self.env._now
 
     def call_at(self, t: float, fn: Callable[..., Any], *args: Any) -> None:
-        """Call ``fn(*args)`` at absolute time ``t`` [ns] (>= now)."""
-        heappush(self._queue, (t, 1, next(self._eid), _Call(fn, args)))
+        """Call ``fn(*args)`` at absolute time ``t`` [ns] (>= now): one heap entry at
+        SimPy's NORMAL priority, no event object. (Each instance replaces this method by
+        its heap's ``call_at``, which is the same.)"""
+        self._heap.call_at(t, fn, *args)
 
     def call_in(self, delay: float, fn: Callable[..., Any], *args: Any) -> None:
         """Call ``fn(*args)`` after ``delay`` [ns]."""
-        heappush(self._queue, (self.env._now + delay, 1, next(self._eid), _Call(fn, args)))
+        self._heap.call_in(delay, fn, *args)
 
     def succeed_in(self, event: Event, delay: float, value: Any = None) -> None:
         """Make the untriggered SimPy ``event`` succeed with ``value`` after ``delay``
@@ -265,7 +265,7 @@ class Simulation:
     def events_scheduled(self) -> int:
         """Heap entries scheduled so far (hardware callbacks and SimPy events alike),
         a measure of the simulator's work."""
-        return int(repr(self._eid)[6:-1])    # itertools.count's repr is "count(N)"
+        return self._heap.scheduled
 
     def timeout(self, delay: float, value: Any = None) -> simpy.events.Timeout:
         """A SimPy timeout firing ``delay`` [ns] from now with ``value``, for software
@@ -380,32 +380,8 @@ class Simulation:
             elif until.callbacks is None:
                 return until.value
             until.callbacks.append(StopSimulation.callback)
-        queue = self._queue
-        pop = heappop
-        call = _Call
         try:
-            while True:
-                try:
-                    now, _, _, ev = pop(queue)
-                except IndexError:
-                    break
-                env._now = now
-                if ev.__class__ is call:
-                    ev.fn(*ev.args)
-                    continue
-                # Any other SimPy event: exactly Environment.step.
-                callbacks, ev.callbacks = ev.callbacks, None
-                try:
-                    for cb in callbacks:
-                        cb(ev)
-                except StopSimulation:
-                    ev.callbacks = callbacks[callbacks.index(cb) + 1:]
-                    env.schedule(ev, EventPriority(-1))
-                    raise
-                if not ev._ok and not hasattr(ev, "_defused"):
-                    exc = type(ev._value)(*ev._value.args)
-                    exc.__cause__ = ev._value
-                    raise exc
+            self._heap.run()
         except StopSimulation as exc:
             return exc.args[0]
         if until is not None:

@@ -3,13 +3,15 @@
 The modules named in ``COMPILED`` are built by ``setup.py`` as C extensions (Cython, pure-
 Python mode) from the very ``.py`` files here, typed by the ``.pxd`` beside each: the
 Python source is the one model, and both builds give byte-identical results
-(``tests/unit/test_fingerprint.py`` compares them). This package decides once, on first
+(``tests/unit/test_fingerprint.py`` compares them). One exception: the event heap is
+``heap.pyx`` compiled, a C implementation beside its pure-Python reference ``heap.py``
+(``tests/unit/test_heap.py`` compares their order). This package decides once, on first
 import, which build runs:
 
 - ``RNICSIM_PURE_PYTHON=1`` in the environment: the ``.py`` files, silently (for the
   differential test and for debugging);
-- every listed module has an extension at least as new as its ``.py`` and ``.pxd``: the
-  extensions;
+- every listed module has an extension at least as new as its ``.py``, ``.pyx`` and
+  ``.pxd``: the extensions;
 - otherwise (no C compiler at install time, or a ``.py`` edited since the build): the
   ``.py`` files, with one ``RuntimeWarning`` saying why and how to build.
 
@@ -26,7 +28,7 @@ from importlib.util import spec_from_file_location
 from pathlib import Path
 
 # Modules of the per-verb path that setup.py compiles (it reads this tuple).
-COMPILED = ("calendar", "link", "pcie", "cache", "host", "cq", "qp", "arbiter", "qpc", "pu",
+COMPILED = ("calendar", "heap", "link", "pcie", "cache", "host", "cq", "qp", "arbiter", "qpc", "pu",
             "atomic", "completer", "requester", "responder")
 
 _HERE = Path(__file__).resolve().parent
@@ -38,7 +40,7 @@ def _not_built() -> str | None:
         built = [p for p in (_HERE / (name + s) for s in EXTENSION_SUFFIXES) if p.exists()]
         if not built:
             return f"rnicsim.hw.{name} is not compiled"
-        src = max((_HERE / f"{name}{x}").stat().st_mtime for x in (".py", ".pxd")
+        src = max((_HERE / f"{name}{x}").stat().st_mtime for x in (".py", ".pyx", ".pxd")
                   if (_HERE / f"{name}{x}").exists())
         if built[0].stat().st_mtime < src:
             return f"{built[0].name} is older than its source"

@@ -86,7 +86,7 @@ class Cq:
         ev._ok = True
         ev._value = None
         ev.callbacks.insert(0, self._fill)   # before the waiting process resumes
-        heappush(env._queue, (t, NORMAL, next(env._eid), ev))
+        env._queue.schedule_at(ev, t, NORMAL)
 
     def take(self, max_n: int = 1 << 30) -> list:
         """Software side: remove and return up to ``max_n`` completions visible now."""

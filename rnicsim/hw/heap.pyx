@@ -1,0 +1,177 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The event heap, compiled: the same order and semantics as heap.py (read its docstring),
+as a binary heap of C structs (heap.pxd) compared on C doubles and integers instead of
+tuples compared by Python's rich comparison.
+
+Any correct priority queue over the same unique keys takes entries in the same order, so
+the sift routines need not mirror heapq's; ``tests/unit/test_heap.py`` checks the order
+against heap.py.
+"""
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
+
+from simpy.core import EmptySchedule, Infinity, StopSimulation
+
+cdef long NORMAL = 1
+
+
+cdef inline bint _lt(Entry* x, Entry* y) noexcept nogil:
+    """(t, prio, id) of x below that of y (ids are unique: a strict total order)."""
+    if x.t != y.t:
+        return x.t < y.t
+    if x.prio != y.prio:
+        return x.prio < y.prio
+    return x.id < y.id
+
+
+cdef class EventHeap:
+    """The scheduled entries of the environment ``env`` (see heap.py)."""
+
+    def __cinit__(self, env):
+        self.q = NULL
+        self.n = 0
+        self.cap = 0
+        self.eid = 0
+        self.env = env
+        self.envd = env.__dict__
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            Py_XDECREF(self.q[i].tobj)
+            Py_XDECREF(self.q[i].a)
+            Py_XDECREF(self.q[i].b)
+        PyMem_Free(self.q)
+
+    def __len__(self):
+        return self.n
+
+    @property
+    def scheduled(self):
+        """Entries scheduled so far (the next id)."""
+        return self.eid
+
+    cdef int _push(self, object tobj, long prio, object a, object b) except -1:
+        cdef Entry e
+        cdef Entry* q
+        cdef Py_ssize_t hole, parent
+        if self.n == self.cap:
+            cap = 64 if self.cap == 0 else 2 * self.cap
+            q = <Entry*>PyMem_Realloc(self.q, cap * sizeof(Entry))
+            if q == NULL:
+                raise MemoryError()
+            self.q = q
+            self.cap = cap
+        e.t = tobj          # float(tobj): an int time converts exactly below 2**53
+        e.prio = prio
+        e.id = self.eid
+        self.eid += 1
+        Py_INCREF(tobj)
+        e.tobj = <PyObject*>tobj
+        Py_INCREF(a)
+        e.a = <PyObject*>a
+        if b is None:
+            e.b = NULL
+        else:
+            Py_INCREF(b)
+            e.b = <PyObject*>b
+        q = self.q
+        hole = self.n
+        self.n += 1
+        while hole > 0:
+            parent = (hole - 1) >> 1
+            if _lt(&e, &q[parent]):
+                q[hole] = q[parent]
+                hole = parent
+            else:
+                break
+        q[hole] = e
+        return 0
+
+    cdef Entry _pop(self):
+        """The smallest entry, its references handed to the caller (n > 0)."""
+        cdef Entry* q = self.q
+        cdef Entry top = q[0]
+        cdef Entry last
+        cdef Py_ssize_t hole = 0, c, n
+        self.n -= 1
+        n = self.n
+        if n:
+            last = q[n]
+            while True:
+                c = 2 * hole + 1
+                if c >= n:
+                    break
+                if c + 1 < n and _lt(&q[c + 1], &q[c]):
+                    c += 1
+                if _lt(&q[c], &last):
+                    q[hole] = q[c]
+                    hole = c
+                else:
+                    break
+            q[hole] = last
+        return top
+
+    cpdef schedule(self, event, long priority=NORMAL, delay=0):
+        """``simpy.Environment.schedule``: ``event`` at ``env._now + delay``."""
+        self._push(self.envd["_now"] + delay, priority, event, None)
+
+    cpdef schedule_at(self, event, t, long priority=NORMAL):
+        """``event`` at the absolute time ``t`` [ns] (>= now)."""
+        self._push(t, priority, event, None)
+
+    def call_at(self, t, fn, *args):
+        """Call ``fn(*args)`` at the absolute time ``t`` [ns] (>= now), priority NORMAL."""
+        self._push(t, NORMAL, fn, args)
+
+    def call_in(self, delay, fn, *args):
+        """Call ``fn(*args)`` ``delay`` [ns] from now."""
+        self._push(self.envd["_now"] + delay, NORMAL, fn, args)
+
+    def peek(self):
+        """``simpy.Environment.peek``: the time of the next entry, or Infinity."""
+        if self.n == 0:
+            return Infinity
+        return <object>self.q[0].tobj
+
+    def step(self):
+        """``simpy.Environment.step``: take and process the next entry (EmptySchedule
+        when there is none)."""
+        if self.n == 0:
+            raise EmptySchedule()
+        self._take()
+
+    def run(self):
+        """Take and process entries until none is left (or one raises, e.g.
+        StopSimulation)."""
+        while self.n:
+            self._take()
+
+    cdef _take(self):
+        cdef Entry e = self._pop()
+        # Own the entry's references as Python objects (the casts add one, the DECREFs
+        # drop the heap's), so an exception below frees them.
+        tobj = <object>e.tobj
+        Py_DECREF(tobj)
+        ev = <object>e.a
+        Py_DECREF(ev)
+        self.envd["_now"] = tobj
+        if e.b != NULL:
+            args = <object>e.b
+            Py_DECREF(args)
+            ev(*args)
+            return
+        # A SimPy event: exactly Environment.step after its pop.
+        callbacks = ev.callbacks
+        ev.callbacks = None
+        try:
+            for cb in callbacks:
+                cb(ev)
+        except StopSimulation:
+            ev.callbacks = callbacks[callbacks.index(cb) + 1:]
+            self.schedule(ev, -1, 0)
+            raise
+        if not ev._ok and not hasattr(ev, "_defused"):
+            exc = type(ev._value)(*ev._value.args)
+            exc.__cause__ = ev._value
+            raise exc
