@@ -185,7 +185,8 @@ class Worker:
 
     def sleep(self, ns: float):
         """``usleep(ns)`` on this worker's thread: the thread blocks ``ns`` plus the host's
-        ``timer_slack`` and then pays the wake-up (CPU thread ``sleep``); none of its
+        ``timer_slack`` plus the idle core's C-state exit and then pays the wake-up (CPU
+        thread ``sleep``); none of its
         coroutines, completions or RPC handlers runs meanwhile. Part of the coroutine's
         burst, as ``compute``. ValueError for a negative or non-numeric ``ns``."""
         if not isinstance(ns, Real) or isinstance(ns, bool) or not ns >= 0:

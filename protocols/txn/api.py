@@ -109,7 +109,8 @@ class Txn:
 
     def sleep(self, ns: float):
         """``usleep(ns)`` in the transaction logic (yield it): the coordinator's thread
-        blocks ``ns`` plus the host's timer slack (see ``Worker.sleep``)."""
+        blocks ``ns`` plus the host's timer slack and C-state exit (see
+        ``Worker.sleep``)."""
         return self.ep.sleep(ns)
 
     def read(self, table: int, key, for_update: bool = False):

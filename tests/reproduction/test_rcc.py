@@ -24,11 +24,11 @@ SCENARIOS = ["fig15_overall_edr", "fig15_overall_fdr", "fig17_coroutines", "fig1
              "r14_nowait_batching", "table1_2_threads_msg_rate", "table3_tcp"]
 
 # (scenario, size) -> notes of the claim checks the model does not reproduce (measured
-# values and causes: docs/model.md, "RCC gaps"). 68 of the 142 measured checks at demo
-# size. Most come from three causes: YCSB's usleep (each attempt holds its thread ~57 us,
+# values and causes: docs/model.md, "RCC gaps"). 65 of the 142 measured checks at demo
+# size. Most come from three causes: YCSB's usleep (each attempt holds its thread ~67 us,
 # so at demo size every protocol's thread is sleep-bound and the differences RCC sees in
 # network work shrink); table 2's message rates read per node (they cannot be per node
-# beside table 1's per-node throughput), which the model exceeds 1.2-2.4x; SmallBank's
+# beside table 1's per-node throughput, which the model meets or exceeds by up to 2x); SmallBank's
 # CPU-bound coordinators and one-sided NOWAIT's batched lock+read (one round trip, as
 # cheap as OCC's read).
 KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
@@ -42,7 +42,6 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "SmallBank best: one-sided OCC above one-sided SUNDIAL",
         "YCSB best: one-sided MVCC above one-sided NOWAIT",
         "YCSB best: one-sided MVCC above one-sided WAITDIE",
-        "YCSB best: one-sided MVCC above one-sided OCC",
     },
     ("fig15_overall_fdr", "demo"): {
         "FDR SmallBank: one-sided read latency ~2.3x RPC (OCC, MVCC, SUNDIAL)",
@@ -57,16 +56,18 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "SmallBank, 9+ coroutines: one-sided OCC above one-sided MVCC",
         "SmallBank, 9+ coroutines: one-sided OCC above one-sided SUNDIAL",
         "YCSB: RPC NOWAIT, WAITDIE, OCC fall past their peak (17 below 9 coroutines)",
-        "YCSB: RPC MVCC and SUNDIAL keep growing (17 above 9 coroutines)",
     },
     ("fig19_contention", "demo"): {
         "RPC: MVCC above SUNDIAL at every contention level",
         "RPC CALVIN flat across contention (spread <= 15%)",
         "one-sided CALVIN flat across contention (spread <= 15%)",
+        "least contention: one-sided OCC above one-sided MVCC",
     },
     ("fig20_computation", "demo"): {
         "64+ us of computation: RPC OCC below NOWAIT",
         "64+ us of computation: RPC OCC below WAITDIE",
+        "64+ us of computation: one-sided OCC below NOWAIT",
+        "64+ us of computation: one-sided OCC below WAITDIE",
         "CALVIN: RPC and one-sided equal (within 5%) at every computation",
     },
     ("fig21_latency_breakdown", "demo"): {
@@ -83,18 +84,17 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig22_scale", "demo"): {
         "RPC: MVCC above SUNDIAL by 9-12% at every size",
         "one-sided: MVCC above SUNDIAL by 9-12% at every size",
-        "RPC: a large drop from 4 to 36 nodes (per node, 10% or more)",
         "one-sided: a large drop from 4 to 36 nodes (per node, 10% or more)",
-        "one-sided: later drops much smaller (36 to 76 nodes under 5% per node)",
     },
     ("r14_nowait_batching", "demo"): {
         "one-sided NOWAIT, SmallBank: lock+read doorbell batching +25.1% throughput",
         "one-sided NOWAIT, SmallBank: lock+read doorbell batching -22.7% latency (median)",
     },
     ("table1_2_threads_msg_rate", "demo"): {
-        "one-sided NOWAIT: 10 threads 1.89x 5 threads",
-        "one-sided WAITDIE: 10 threads 1.78x 5 threads",
         "one-sided OCC: 10 threads 1.76x 5 threads",
+        "RPC WAITDIE: 10 threads 1.79x 5 threads",
+        "RPC OCC: 10 threads 1.75x 5 threads",
+        "one-sided MVCC: 10 threads 1.84x 5 threads",
         "RPC MVCC: 10 threads 1.76x 5 threads",
         "RPC SUNDIAL: 10 threads 1.6x 5 threads",
         "RPC NOWAIT: 9.49 Mpps per node",
@@ -110,12 +110,9 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "RPC NOWAIT, 10 threads: 67.9 K txns/s per node",
         "RPC WAITDIE, 10 threads: 71.69 K txns/s per node",
         "RPC OCC, 10 threads: 48.09 K txns/s per node",
-        "RPC MVCC, 10 threads: 91.93 K txns/s per node",
-        "RPC SUNDIAL, 10 threads: 80.68 K txns/s per node",
         "one-sided NOWAIT, 10 threads: 107.4 K txns/s per node",
         "one-sided WAITDIE, 10 threads: 102.1 K txns/s per node",
         "one-sided OCC, 10 threads: 84.53 K txns/s per node",
-        "one-sided MVCC, 10 threads: 125.6 K txns/s per node",
     },
     ("table3_tcp", "demo"): {
         "two-sided RDMA about an order of magnitude above TCP (RCC: 5.2-10.0x) for every protocol",
