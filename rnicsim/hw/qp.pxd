@@ -15,7 +15,8 @@ cdef class QpHw:
     cdef public double last_cqe, timeout_ns, ctx_ready, db_ready, tx_ready, arrive_last
     cdef public double resp_ready, resp_arrive_last, hold_req, hold_resp, shift_req
     cdef public double shift_resp
-    cdef public bint waiting
+    cdef public bint waiting, lru_in
+    cdef public QpHw lru_prev, lru_next
 
 
 cdef class Msg:

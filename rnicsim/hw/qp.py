@@ -68,7 +68,7 @@ class QpHw:
                  "seq", "timeout_ns", "on_error", "ctx_ready", "db_ready", "tx_ready",
                  "arrive_last", "resp_ready", "resp_arrive_last", "waiting", "recv_at",
                  "prio", "cc", "hold_req", "hold_resp", "shift_req", "shift_resp", "seg",
-                 "seg_wait", "rseg", "rseg_wait")
+                 "seg_wait", "rseg", "rseg_wait", "lru_in", "lru_prev", "lru_next")
 
     def __init__(self, nic: "Rnic", qpn: int, qtype: str, send_cq: Cq, recv_cq: Cq) -> None:
         self.qpn = qpn
@@ -99,6 +99,11 @@ class QpHw:
         self.timeout_ns = 4096.0 * (1 << 14) * 8       # ibv timeout=14, retry_cnt=7
         self.on_error = None
         self.ctx_ready = 0.0       # when the context fetched on the last miss arrives
+        # Place in the NIC's QP-context cache (hw/cache.py, QpLru): cached, and the QPs
+        # used before and after it.
+        self.lru_in = False
+        self.lru_prev = None
+        self.lru_next = None
         # RC/UC keep a QP's work in order end to end: doorbells reach the NIC in posting
         # order, requests leave and arrive in order, responses/ACKs likewise.
         self.db_ready = 0.0

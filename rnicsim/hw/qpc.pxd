@@ -8,7 +8,7 @@
 # has no __dict__). Times are C doubles; sizes, counts and keys stay Python objects.
 cimport cython
 from rnicsim.hw.arbiter cimport TxArbiter
-from rnicsim.hw.cache cimport LruCache
+from rnicsim.hw.cache cimport LruCache, QpLru
 from rnicsim.hw.pcie cimport Pcie
 from rnicsim.hw.qp cimport Msg, QpHw
 
@@ -23,11 +23,12 @@ cdef class ContextCaches:
     cdef public dict mtt_ready, atomic_addr, qps, counters, _cnp_last
     cdef public set _held
     cdef public Pcie pcie
-    cdef public LruCache qpc, mtt
+    cdef public QpLru qpc
+    cdef public LruCache mtt
     cdef public double pu_work_ns, per_pkt, ns_per_byte_in
     cdef public bint qpc_stall, stall_nic, up, dcqcn, seg_on
 
-    @cython.locals(d=object, r=cython.double)
+    @cython.locals(r=cython.double)
     cpdef double _qpc_lookup(self, QpHw qp, double t) except? -1.0
 
     @cython.locals(t0=cython.double, r=cython.double)

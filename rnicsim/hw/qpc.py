@@ -33,23 +33,16 @@ class ContextCaches:
 
     def _qpc_lookup(self, qp: QpHw, t: float) -> float:
         """Time [ns] the context of ``qp`` is on the NIC for work starting at ``t``."""
-        qpc = self.qpc
-        d = qpc._d
-        qpn = qp.qpn
-        if qpn in d:
-            # A hit: LruCache.access inlined (it is this, for a key already cached).
-            d.move_to_end(qpn)
-            qpc.hits += 1
+        if self.qpc.access(qp):
             r = qp.ctx_ready
             if self.trace.enabled:
-                self.trace.emit(t, "nic.qpc_hit", f"{self.name}/qpc", qpn=qpn)
+                self.trace.emit(t, "nic.qpc_hit", f"{self.name}/qpc", qpn=qp.qpn)
             return t if t > r else r
-        qpc.access(qpn)     # the miss: counted and inserted by the cache
         self.counters["qpc_miss"] += 1
         r = self.pcie.dma_read(t, self.p.qp_context_size)
         qp.ctx_ready = r
         if self.trace.enabled:
-            self.trace.emit(t, "nic.qpc_miss", f"{self.name}/qpc", end=r, qpn=qpn)
+            self.trace.emit(t, "nic.qpc_miss", f"{self.name}/qpc", end=r, qpn=qp.qpn)
         return r
 
     def _translate(self, mr: MemoryRegion, offset: int, n: int, t: float) -> float:
@@ -64,7 +57,7 @@ class ContextCaches:
         for page in range(first, last + 1):
             key = (rkey, page)
             if key in cached:
-                # A hit: LruCache.access inlined (see _qpc_lookup).
+                # A hit: LruCache.access inlined (it is this, for a key already cached).
                 cached.move_to_end(key)
                 mtt.hits += 1
                 r = ready.get(key, 0.0)     # a miss may still be on its way

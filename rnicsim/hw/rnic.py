@@ -63,7 +63,7 @@ from __future__ import annotations
 from array import array
 
 from .arbiter import make_arbiter
-from .cache import LruCache
+from .cache import LruCache, QpLru
 from .cq import Cq
 from .dcqcn import Dcqcn
 from .link import transmit
@@ -133,7 +133,7 @@ class Rnic(Responder):
         self.resp_t = tuple(n.responder[c] for c in CATEGORY)
         self.comp_t = tuple(n.completer[c] for c in CATEGORY)
         self.per_pkt = n.per_packet
-        self.qpc = LruCache(n.qp_cache_entries)
+        self.qpc = QpLru(n.qp_cache_entries)
         self.mtt = LruCache(n.mtt_cache_entries)
         self.mtt_ready: dict = {}       # page -> when its translation arrives (misses)
         self._mtt_ready_max = 2 * n.mtt_cache_entries + 64   # forget past arrivals beyond

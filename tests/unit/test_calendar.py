@@ -1,9 +1,12 @@
 """rnicsim.hw.calendar.Calendar and rnicsim.hw.cache.LruCache, against hand-computed bookings."""
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from rnicsim.hw.cache import LruCache
+from rnicsim.hw.cache import LruCache, QpLru
+from rnicsim.hw.qp import QpHw
 from rnicsim.hw.calendar import Calendar
 
 
@@ -216,3 +219,37 @@ def test_lru_cache_never_exceeds_its_size(entries):
         c.access(k)
     assert len(c) == entries
     assert all(k in c for k in range(10 - entries, 10))
+
+
+class _Nic:
+    pu_busy = [0.0]
+
+
+def test_qp_lru_follows_lru_cache_access_for_access():
+    """The QP-context cache (a recency list through the QPs) gives the same hit or miss
+    as LruCache on the qpns for 3,000 random accesses of 12 QPs, for sizes 1, 2 and 5,
+    and holds the same QPs, least recently used first."""
+    qps = [QpHw(_Nic(), n, "RC", None, None) for n in range(12)]
+    rng = random.Random(3)
+    for entries in (1, 2, 5):
+        ref, lru = LruCache(entries), QpLru(entries)
+        seq = [rng.randrange(12) if rng.random() < 0.5 else rng.randrange(4)
+               for _ in range(3000)]
+        assert [lru.access(qps[k]) for k in seq] == [ref.access(k) for k in seq]
+        held, qp = [], lru.head
+        while qp is not None:
+            held.append(qp.qpn)
+            qp = qp.lru_next
+        assert held == list(ref._d) and len(lru) == len(ref) == entries
+        assert (lru.hits, lru.misses) == (ref.hits, ref.misses)
+        assert sorted(q.qpn for q in qps if q.lru_in) == sorted(held)
+        for q in qps:       # the next size starts with no QP cached
+            q.lru_in, q.lru_prev, q.lru_next = False, None, None
+
+
+def test_qp_lru_with_no_entries_always_misses():
+    """A zero-entry QP-context cache never holds a QP."""
+    c = QpLru(0)
+    qp = QpHw(_Nic(), 7, "RC", None, None)
+    assert [c.access(qp) for _ in range(3)] == [False] * 3
+    assert (len(c), c.hits, c.misses, qp.lru_in) == (0, 0, 3, False)
