@@ -143,12 +143,14 @@ def run_records(sc: Scenario, pool=None, progress: bool = True, store: RunStore 
     done = 0
     ran = [0]               # points of `todo` finished, in the order a SerialPool runs them
 
-    def running_point(now: float) -> str:
+    def running_point(now: float, end: float) -> str:
         if ran[0] >= len(todo):
             return ""
         i = todo[ran[0]].index
         r = pts[i][1].run
-        return f"  point {i + 1}/{len(pts)}: {sim_progress(now, r.warmup + r.measure)}"
+        # the window the point set (a transaction point stretches short ones), else the
+        # scenario's
+        return f"  point {i + 1}/{len(pts)}: {sim_progress(now, end or r.warmup + r.measure)}"
 
     watch = (watch_progress(running_point) if progress and type(pool) is SerialPool
              else nullcontext())

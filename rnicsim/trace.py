@@ -293,12 +293,14 @@ def capture(trace: str | None, pcap: str | None, start: float, end: float,
 
 
 @contextmanager
-def watch_progress(describe: Callable[[float], str], interval_s: float = 5.0,
+def watch_progress(describe: Callable[[float, float], str], interval_s: float = 5.0,
                    stream=None) -> Iterator[None]:
     """Within this context, every ``interval_s`` wall seconds, print
-    ``describe(now)`` (``now``: simulated time [ns] of the latest Simulation created in
-    the context) on ``stream`` (default stderr); nothing before the first interval has
-    passed, nothing while no simulation exists, nothing when ``describe`` returns "".
+    ``describe(now, end)`` (``now``: simulated time [ns] of the latest Simulation created
+    in the context; ``end``: the end of its measured window [ns] once
+    ``Simulation.measure`` set one, which a workload may have stretched past the
+    scenario's, else 0) on ``stream`` (default stderr); nothing before the first interval
+    has passed, nothing while no simulation exists, nothing when ``describe`` returns "".
     The watcher runs in a daemon thread that only reads the clock."""
     from .sim import observe_simulations
 
@@ -311,7 +313,7 @@ def watch_progress(describe: Callable[[float], str], interval_s: float = 5.0,
             sim = latest[0]
             if sim is None:
                 continue
-            line = describe(sim.now)
+            line = describe(sim.now, sim.window[1])
             if line:
                 print(f"{line} ({time.perf_counter() - t0:.0f}s)",
                       file=stream or sys.stderr, flush=True)

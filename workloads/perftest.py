@@ -780,7 +780,7 @@ def main(argv: list[str]) -> int:
     from rnicsim.trace import capture, sim_progress, watch_progress
 
     watch = nullcontext() if a.quiet else watch_progress(
-        lambda now: f"rnicsim perftest {a.tool}: {sim_progress(now, None)}")
+        lambda now, _end: f"rnicsim perftest {a.tool}: {sim_progress(now, None)}")
     with watch, capture(None, a.pcap, 0.0, float("inf")) as seen:
         lines = run(a, profile)
     if a.pcap:

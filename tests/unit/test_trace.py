@@ -233,8 +233,16 @@ def test_progress_reports_simulated_time_without_changing_results():
     sc = resolve(_INCAST, "<test>")
     plain = run_point(sc)
     out = io.StringIO()
-    with watch_progress(lambda now: "p: " + sim_progress(now, 80_000.0), 0.001, out):
+    ends = set()
+
+    def describe(now, end):
+        ends.add(end)
+        return "p: " + sim_progress(now, 80_000.0)
+
+    with watch_progress(describe, 0.001, out):
         watched = run_point(sc)
+    # the end of the window the running point set with Simulation.measure
+    assert ends == {sc.run.warmup + sc.run.measure}, ends
     drop = ("wall_s", "setup_s", "run_s")
     assert {k: v for k, v in plain.items() if k not in drop} == \
         {k: v for k, v in watched.items() if k not in drop}
