@@ -443,6 +443,13 @@ def _expected_mapping(class_name: str) -> str:
 _PARAM_KINDS = {c.__name__: c for c in (TimeP, RateP, SizeP, CountP, PosCountP, FreqP, RatioP,
                                         ChoiceP, FlagP, IdleStatesP)}
 
+# Parameters whose value is itself a mapping ("section.param"): an override of one is the
+# whole mapping, never flattened into dotted keys.
+MAPPING_PARAMS = frozenset(
+    f"{sec}.{name}" for sec, sf in ProfileModel.model_fields.items()
+    for name, f in getattr(sf.annotation, "model_fields", {}).items()
+    if f.annotation is IdleStatesP)
+
 
 def available_profiles() -> list[str]:
     """Names of the profiles shipped in ``rnicsim/profiles``."""

@@ -43,12 +43,15 @@ class NicSpec(BaseModel):
     profile: str = "cx4-edr"
     per_node: int = Field(1, ge=1, le=8)
     # {"section.param": value}; nested sections ({nic: {qp_cache_entries: 4}}) are
-    # flattened to dotted keys, values are scalars (a unit string or a number)
-    overrides: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    # flattened to dotted keys, values are scalars (a unit string or a number) or, for a
+    # mapping-valued parameter (host.idle_states), the whole mapping
+    overrides: dict[str, Union[str, int, float, bool, dict]] = Field(default_factory=dict)
 
     @field_validator("overrides", mode="before")
     @classmethod
     def _flatten(cls, v: Any) -> Any:
+        from .profile import MAPPING_PARAMS
+
         if not isinstance(v, dict):
             return v
         flat: dict[str, Any] = {}
@@ -56,7 +59,7 @@ class NicSpec(BaseModel):
         def walk(prefix: str, d: dict) -> None:
             for k, x in d.items():
                 key = f"{prefix}{k}"
-                if isinstance(x, dict):
+                if isinstance(x, dict) and key not in MAPPING_PARAMS:
                     walk(key + ".", x)
                 else:
                     flat[key] = x
@@ -175,7 +178,7 @@ def check_points(sc: "Scenario", source: str) -> None:
     seen: dict = {}
     for vals, p in points(sc):
         nic = p.cluster.nic
-        key = (nic.profile, tuple(sorted(nic.overrides.items())))
+        key = (nic.profile, repr(sorted(nic.overrides.items())))
         if key not in seen:
             try:
                 prof = load_profile(nic.profile)

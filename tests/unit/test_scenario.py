@@ -1162,6 +1162,24 @@ def test_profile_overrides_from_the_command_line_and_nested_yaml(tmp_path):
         "cluster.nic.overrides")
 
 
+def test_a_mapping_valued_profile_parameter_is_overridden_whole(tmp_path):
+    """``host.idle_states`` is a mapping: an override (nested in the file, or with
+    ``--set``) replaces it whole, the empty mapping included (a host without C-states),
+    instead of being flattened into dotted keys or dropped; a scalar is refused naming
+    the key."""
+    states = {"C1": "2us/2us"}
+    for raw in ({"host": {"idle_states": states}}, {"host.idle_states": states}):
+        p = scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(overrides=raw),
+                          name="m.yaml")
+        assert load_scenario(p).cluster.nic.overrides == {"host.idle_states": states}
+    p = scenario_file(tmp_path, name="e.yaml")
+    sc = load_scenario(p, ["cluster.nic.overrides={host: {idle_states: {}}}"])
+    assert sc.cluster.nic.overrides == {"host.idle_states": {}}
+    rejected(scenario_file(tmp_path, lambda r: r["cluster"]["nic"].update(
+        overrides={"host": {"idle_states": "10us"}}), name="s.yaml"),
+        "cluster.nic.overrides.host.idle_states")
+
+
 def test_a_profile_parameter_can_be_swept(tmp_path):
     """``sweep: {cluster.nic.overrides.nic.qp_cache_entries: [4, 8]}`` runs one point per
     value, each on the profile with that override; a parameter the profile does not have
