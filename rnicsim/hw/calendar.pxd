@@ -5,26 +5,51 @@
 # (reserve_split) stays on Python objects: Cython's double // is floor(a / b), not
 # Python's.
 cimport cython
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.string cimport memcpy, memmove
 
 cdef double _INF
-cdef bint _TYPED
 
-@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, v=double)
-cpdef Py_ssize_t _after(list a, double x) except -1
+
+cdef class Doubles:
+    cdef double* v
+    cdef public Py_ssize_t n
+    cdef Py_ssize_t cap
+
+    @cython.locals(cap=Py_ssize_t, p=cython.p_void)
+    cdef int _room(self, Py_ssize_t n) except -1
+    cdef int append(self, double x) except -1
+    cdef int insert(self, Py_ssize_t i, double x) except -1
+    cdef void delete(self, Py_ssize_t i, Py_ssize_t j) noexcept
+    @cython.locals(out=Doubles)
+    cdef Doubles tail(self, Py_ssize_t i)
+    @cython.locals(k=Py_ssize_t, out=list)
+    cpdef list tolist(self)
+
+
+@cython.locals(out=Doubles)
+cpdef Doubles doubles(items)
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, x_mid=double)
+cpdef Py_ssize_t _after(Doubles a, double x) except -1
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, x_mid=double)
+cpdef Py_ssize_t _before(Doubles a, double x) except -1
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, cand=double, end=double, e=double)
-cdef double _first_fit(list starts, list ends, double t, double dur) except? -1.0
+cdef double _first_fit(Doubles starts, Doubles ends, double t, double dur) except? -1.0
 
 @cython.locals(i=Py_ssize_t, n=Py_ssize_t, j=Py_ssize_t, lo=double, hi=double,
                covered=double, s=double, e=double, ov=double)
-cdef double _insert(list starts, list ends, double a, double b) except? -1.0
+cdef double _insert(Doubles starts, Doubles ends, double a, double b) except? -1.0
 
 @cython.locals(i=Py_ssize_t, removed=double, s=double, e=double)
-cdef double _remove(list starts, list ends, double a, double b) except? -1.0
+cdef double _remove(Doubles starts, Doubles ends, double a, double b) except? -1.0
 
 
 cdef class Calendar:
-    cdef public list starts, ends, pstarts, pends, held
+    cdef public Doubles _starts, _ends, pstarts, pends
+    cdef public list held
     cdef public double busy_ns, mixed, _prune_at
     cdef public object env, rr
     cdef public bint lane_on
@@ -32,7 +57,7 @@ cdef class Calendar:
     cpdef double reserve(self, double t, double dur) except? -1.0
     cpdef double start_if_booked(self, double t, double dur) except? -1.0
 
-    @cython.locals(ends=list, starts=list, pends=list, n=Py_ssize_t, i=Py_ssize_t,
+    @cython.locals(ends=Doubles, starts=Doubles, pends=Doubles, n=Py_ssize_t, i=Py_ssize_t,
                    lane=bint, cand=double, end=double, e=double, s0=double, turn=double,
                    s=double, debt=double, d0=double, q=double)
     cpdef double reserve_packet(self, double t, double dur, double quantum, src=*,
@@ -46,6 +71,10 @@ cdef class Calendar:
     cdef _push_back(self, double s, double e, double dur, src)
 
     cdef _lane_start(self)
+
+    # t, dur and chunk stay Python floats: the floor division (see the top).
+    @cython.locals(ends=Doubles, starts=Doubles, i=Py_ssize_t, n=Py_ssize_t)
+    cpdef tuple reserve_split(self, t, dur, chunk)
 
     cpdef book_piece(self, double a, double b)
     cpdef book_packet(self, double a, double b)

@@ -24,47 +24,135 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
+from types import SimpleNamespace
 
 try:
     import cython
-    _TYPED = cython.compiled
-except ImportError:     # pure Python without Cython installed
-    _TYPED = False
+except ImportError:     # pure Python without Cython installed: ``cython.compiled`` False
+    # (set through globals(): Cython reserves the name ``cython`` in compiled code)
+    globals()["cython"] = SimpleNamespace(compiled=False)
 
 _INF = float("inf")
 
 
-def _after(a: list, x: float) -> int:
+class Doubles:
+    """A growable array of floats [ns]: ``v[0:n]`` are the items. In the compiled build
+    ``v`` is a C array of doubles (calendar.pxd), searched and compared without a Python
+    float object per item; in pure Python it is a list. The calendar reads ``v[i]`` and
+    changes the array only through these methods, so both builds hold the same values."""
+
+    __slots__ = ("v", "n", "cap")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cap = 0
+        if cython.compiled:
+            self.v = cython.NULL
+        else:
+            self.v = []
+
+    def __dealloc__(self) -> None:
+        if cython.compiled:
+            PyMem_Free(self.v)
+
+    def _room(self, n: int) -> None:
+        """Capacity for ``n`` items (compiled build)."""
+        if n > self.cap:
+            cap = 2 * self.cap if 2 * self.cap >= n else n + 8
+            p = PyMem_Realloc(self.v, cap * cython.sizeof(cython.double))
+            if p == cython.NULL:
+                raise MemoryError()
+            self.v = cython.cast(cython.p_double, p)
+            self.cap = cap
+
+    def append(self, x: float) -> None:
+        """Add ``x`` at the end."""
+        if cython.compiled:
+            self._room(self.n + 1)
+            self.v[self.n] = x
+        else:
+            self.v.append(x)
+        self.n += 1
+
+    def insert(self, i: int, x: float) -> None:
+        """Put ``x`` before item ``i``."""
+        if cython.compiled:
+            self._room(self.n + 1)
+            memmove(cython.address(self.v[i + 1]), cython.address(self.v[i]),
+                    (self.n - i) * cython.sizeof(cython.double))
+            self.v[i] = x
+        else:
+            self.v.insert(i, x)
+        self.n += 1
+
+    def delete(self, i: int, j: int) -> None:
+        """Remove items ``i`` to ``j - 1``."""
+        if cython.compiled:
+            memmove(cython.address(self.v[i]), cython.address(self.v[j]),
+                    (self.n - j) * cython.sizeof(cython.double))
+        else:
+            del self.v[i:j]
+        self.n -= j - i
+
+    def tail(self, i: int) -> "Doubles":
+        """A new array of items ``i`` to the end."""
+        out = Doubles()
+        if cython.compiled:
+            out._room(self.n - i)
+            memcpy(out.v, cython.address(self.v[i]), (self.n - i) * cython.sizeof(cython.double))
+        else:
+            out.v = self.v[i:]
+        out.n = self.n - i
+        return out
+
+    def tolist(self) -> list:
+        """The items as a list of floats."""
+        if cython.compiled:
+            out = [self.v[k] for k in range(self.n)]
+        else:
+            out = list(self.v)
+        return out
+
+
+def doubles(items) -> Doubles:
+    """A :class:`Doubles` holding ``items`` (floats) in their order."""
+    out = Doubles()
+    for x in items:
+        out.append(x)
+    return out
+
+
+def _after(a: Doubles, x: float) -> int:
     """``bisect_right(a, x)``: the index of the first item of ``a`` (ascending) above
     ``x``, searched on C doubles in the compiled build (calendar.pxd; Python's bisect
-    compares float objects, a tenth of the fig. 5a benchmark's time). Pure Python uses
-    bisect_right itself (below)."""
+    compares float objects). Pure Python uses bisect_right itself (below)."""
     lo = 0
-    hi = len(a)
+    hi = a.n
     while lo < hi:
         mid = (lo + hi) >> 1
-        v = a[mid]
-        if x < v:
+        x_mid = a.v[mid]
+        if x < x_mid:
             hi = mid
         else:
             lo = mid + 1
     return lo
 
 
-if not _TYPED:
-    _after = bisect_right   # noqa: F811 (no Python call around bisect's)
+if not cython.compiled:
+    def _after(a: Doubles, x: float) -> int:  # noqa: F811
+        return bisect_right(a.v, x)
 
 
-def _first_fit(starts: list, ends: list, t: float, dur: float) -> float:
+def _first_fit(starts: Doubles, ends: Doubles, t: float, dur: float) -> float:
     """The earliest start >= ``t`` where ``dur`` overlaps none of the intervals."""
-    n = len(ends)
-    if n == 0 or t >= ends[-1]:
+    n = ends.n
+    if n == 0 or t >= ends.v[n - 1]:
         return t
     i = _after(ends, t)
     cand = t
     end = t + dur
-    while i < n and starts[i] < end:
-        e = ends[i]
+    while i < n and starts.v[i] < end:
+        e = ends.v[i]
         if e > cand:
             cand = e
             end = e + dur
@@ -72,20 +160,40 @@ def _first_fit(starts: list, ends: list, t: float, dur: float) -> float:
     return cand
 
 
-def _insert(starts: list, ends: list, a: float, b: float) -> float:
+def _before(a: Doubles, x: float) -> int:
+    """``bisect_left(a, x)``: the index of the first item of ``a`` (ascending) at or above
+    ``x`` (on C doubles in the compiled build, as :func:`_after`)."""
+    lo = 0
+    hi = a.n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        x_mid = a.v[mid]
+        if x_mid < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+if not cython.compiled:
+    def _before(a: Doubles, x: float) -> int:  # noqa: F811
+        return bisect_left(a.v, x)
+
+
+def _insert(starts: Doubles, ends: Doubles, a: float, b: float) -> float:
     """Add ``[a, b)`` to sorted, disjoint, non-adjacent intervals, merging what it overlaps
     or touches; return the time it newly covers [ns]."""
-    i = bisect_left(ends, a)        # the first interval ending at or after a
-    n = len(starts)
-    if i == n or starts[i] > b:
+    i = _before(ends, a)        # the first interval ending at or after a
+    n = starts.n
+    if i == n or starts.v[i] > b:
         starts.insert(i, a)
         ends.insert(i, b)
         return b - a
     j = i
     lo, hi = a, b
     covered = 0.0
-    while j < n and starts[j] <= b:
-        s, e = starts[j], ends[j]
+    while j < n and starts.v[j] <= b:
+        s, e = starts.v[j], ends.v[j]
         if s < lo:
             lo = s
         if e > hi:
@@ -94,31 +202,35 @@ def _insert(starts: list, ends: list, a: float, b: float) -> float:
         if ov > 0.0:
             covered += ov
         j += 1
-    starts[i:j] = [lo]
-    ends[i:j] = [hi]
+    # [i, j) becomes the one interval [lo, hi) (j > i: starts[i] <= b above)
+    starts.v[i] = lo
+    ends.v[i] = hi
+    starts.delete(i + 1, j)
+    ends.delete(i + 1, j)
     return (b - a) - covered
 
 
-def _remove(starts: list, ends: list, a: float, b: float) -> float:
+def _remove(starts: Doubles, ends: Doubles, a: float, b: float) -> float:
     """Take ``[a, b)`` out of the intervals; return the time that was covered [ns]."""
     i = _after(ends, a)
     removed = 0.0
-    while i < len(starts) and starts[i] < b:
-        s, e = starts[i], ends[i]
+    while i < starts.n and starts.v[i] < b:
+        s, e = starts.v[i], ends.v[i]
         removed += (e if e < b else b) - (s if s > a else a)
         if s < a and e > b:          # split in two
-            ends[i] = a
+            ends.v[i] = a
             starts.insert(i + 1, b)
             ends.insert(i + 1, e)
             break
         if s < a:
-            ends[i] = a
+            ends.v[i] = a
             i += 1
         elif e > b:
-            starts[i] = b
+            starts.v[i] = b
             break
         else:
-            del starts[i], ends[i]
+            starts.delete(i, i + 1)
+            ends.delete(i, i + 1)
     return removed
 
 
@@ -169,20 +281,21 @@ class _RoundRobin:
 class Calendar:
     """Busy intervals of one pipe; :meth:`reserve` books the first gap that fits."""
 
-    __slots__ = ("starts", "ends", "busy_ns", "env", "_prune_at", "pstarts", "pends",
+    __slots__ = ("_starts", "_ends", "busy_ns", "env", "_prune_at", "pstarts", "pends",
                  "lane_on", "mixed", "held", "rr")
 
     def __init__(self, env=None) -> None:
-        self.starts: list[float] = []
-        self.ends: list[float] = []
+        # The busy intervals [_starts[k], _ends[k]) (read them as ``starts``/``ends``).
+        self._starts = Doubles()
+        self._ends = Doubles()
         # The packet lane: intervals of packets booked with a finite quantum (and blocks),
         # each inside a main interval; an overtaking packet may not overlap them. It is
         # kept only while something else (a bulk transfer, a debt, a block) is booked
         # ahead: when only packets are ahead, the lane would equal the main intervals
         # there and nothing can overtake, so the lane is dropped (``lane_on`` False) and
         # rebuilt from the main intervals when the next other booking comes.
-        self.pstarts: list[float] = []
-        self.pends: list[float] = []
+        self.pstarts = Doubles()
+        self.pends = Doubles()
         self.lane_on = False
         self.mixed = 0.0        # end of the last booking that is not a lane packet [ns]
         self.busy_ns = 0.0
@@ -196,9 +309,29 @@ class Calendar:
         self._prune_at = 64 if env is not None else _INF
 
     @property
+    def starts(self) -> list:
+        """Starts of the busy intervals [ns], ascending (a copy; setting it replaces
+        them, for tests and tools that lay out bookings)."""
+        return self._starts.tolist()
+
+    @starts.setter
+    def starts(self, items) -> None:
+        self._starts = doubles(items)
+
+    @property
+    def ends(self) -> list:
+        """Ends of the busy intervals [ns], ascending (a copy; settable as ``starts``)."""
+        return self._ends.tolist()
+
+    @ends.setter
+    def ends(self, items) -> None:
+        self._ends = doubles(items)
+
+    @property
     def busy_until(self) -> float:
         """End of the last booked interval (0 when idle)."""
-        return self.ends[-1] if self.ends else 0.0
+        n = self._ends.n
+        return self._ends.v[n - 1] if n else 0.0
 
     def reserve(self, t: float, dur: float) -> float:
         """Book ``dur`` [ns] starting no earlier than ``t`` in the first gap that fits;
@@ -207,7 +340,7 @@ class Calendar:
 
     def start_if_booked(self, t: float, dur: float) -> float:
         """Where :meth:`reserve` would start ``dur`` from ``t`` (books nothing)."""
-        return _first_fit(self.starts, self.ends, t, dur)
+        return _first_fit(self._starts, self._ends, t, dur)
 
     def reserve_packet(self, t: float, dur: float, quantum: float, src=None,
                        flow=None) -> float:
@@ -228,36 +361,36 @@ class Calendar:
         hashable, e.g. the sending QP): overtaking packets and the transfer they overtake
         share the pipe round robin (:class:`_RoundRobin`); without it packets go first.
         """
-        ends = self.ends
-        n = len(ends)
+        ends = self._ends
+        n = ends.n
         if n > self._prune_at:
             # Keep memory bounded on long runs (the list only needs the future).
             # _prune_at is infinite without an environment: nothing is ever pruned then.
             self.prune(self.env._now)
-            n = len(ends)
+            n = ends.n
             self._prune_at = max(64, 2 * n)
         lane = quantum != _INF
         if lane:
             if self.lane_on and self.env is not None and self.mixed <= self.env._now:
                 # Only packets are booked ahead now: drop the lane (see __init__).
                 self.lane_on = False
-                self.pstarts = []
-                self.pends = []
+                self.pstarts = Doubles()
+                self.pends = Doubles()
             lane = self.lane_on
         elif not self.lane_on:
             self._lane_start()
-        if n == 0 or t >= ends[-1]:
+        if n == 0 or t >= ends.v[n - 1]:
             # Fast path: after everything booked so far.
             self.busy_ns += dur
-            if n and t == ends[-1]:
-                ends[-1] = t + dur
+            if n and t == ends.v[n - 1]:
+                ends.v[n - 1] = t + dur
             else:
-                self.starts.append(t)
+                self._starts.append(t)
                 ends.append(t + dur)
             if lane:
                 pends = self.pends
-                if pends and t == pends[-1]:
-                    pends[-1] = t + dur
+                if pends.n and t == pends.v[pends.n - 1]:
+                    pends.v[pends.n - 1] = t + dur
                 else:
                     self.pstarts.append(t)
                     pends.append(t + dur)
@@ -268,12 +401,12 @@ class Calendar:
         # _first_fit and _insert: nearly every booking of a busy link or PCIe direction
         # comes here (out of time order), and the two calls cost the fig. 5a benchmark
         # (benchmarks/engine.py) a fifth of its speed.
-        starts = self.starts
+        starts = self._starts
         i = _after(ends, t)
         cand = t
         end = t + dur           # always cand + dur
-        while i < n and starts[i] < end:
-            e = ends[i]
+        while i < n and starts.v[i] < end:
+            e = ends.v[i]
             if e > cand:
                 cand = e
                 end = e + dur
@@ -318,13 +451,14 @@ class Calendar:
                     self._push_back(s, d0 + debt if debt > 0.0 else s + dur, dur, src)
                 return s
         # Insert [cand, end) before index i, merging with touching neighbours.
-        if i > 0 and ends[i - 1] >= cand:
-            ends[i - 1] = end
-            if i < n and starts[i] <= end:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
-        elif i < n and starts[i] <= end:
-            starts[i] = cand
+        if i > 0 and ends.v[i - 1] >= cand:
+            ends.v[i - 1] = end
+            if i < n and starts.v[i] <= end:
+                ends.v[i - 1] = ends.v[i]
+                starts.delete(i, i + 1)
+                ends.delete(i, i + 1)
+        elif i < n and starts.v[i] <= end:
+            starts.v[i] = cand
         else:
             starts.insert(i, cand)
             ends.insert(i, end)
@@ -391,12 +525,12 @@ class Calendar:
         booked ahead, so the lane is the main intervals from now on."""
         self.lane_on = True
         if self.env is not None:
-            i = _after(self.ends, self.env._now)
-            self.pstarts = self.starts[i:]
-            self.pends = self.ends[i:]
+            i = _after(self._ends, self.env._now)
+            self.pstarts = self._starts.tail(i)
+            self.pends = self._ends.tail(i)
         else:
-            self.pstarts = self.starts[:]
-            self.pends = self.ends[:]
+            self.pstarts = self._starts.tail(0)
+            self.pends = self._ends.tail(0)
 
     def reserve_split(self, t: float, dur: float, chunk: float) -> tuple[float, float]:
         """Book ``dur`` [ns] from ``t`` on, split over gaps of at least ``chunk`` [ns].
@@ -404,26 +538,26 @@ class Calendar:
         For transfers made of packets or TLPs that may interleave with others: the pieces
         fill the earliest gaps. Returns (start of the first piece, end of the last one).
         """
-        ends = self.ends
-        if not ends or t >= ends[-1] or dur <= chunk:
+        ends = self._ends
+        if not ends.n or t >= ends.v[ends.n - 1] or dur <= chunk:
             s0 = self.reserve(t, dur)
             return s0, s0 + dur
-        if len(ends) > self._prune_at:
+        if ends.n > self._prune_at:
             self.prune(self.env._now)
-            self._prune_at = max(64, 2 * len(ends))
+            self._prune_at = max(64, 2 * ends.n)
         if not self.lane_on:
             self._lane_start()
-        starts = self.starts
+        starts = self._starts
         self.busy_ns += dur
         i = _after(ends, t)
         cand = t
         left = dur
         first = None
         pieces = []
-        n = len(starts)
+        n = starts.n
         while left > 0:
             if i < n:
-                gap = starts[i] - cand
+                gap = starts.v[i] - cand
                 if gap >= chunk or gap >= left:
                     take = gap if gap < left else left
                     # only whole chunks, except the final piece
@@ -436,7 +570,7 @@ class Calendar:
                         left -= take
                         if left <= 0:
                             break
-                cand = ends[i] if ends[i] > cand else cand
+                cand = ends.v[i] if ends.v[i] > cand else cand
                 i += 1
             else:
                 pieces.append((cand, cand + left))
@@ -457,14 +591,14 @@ class Calendar:
         is not a packet (packets may overtake it)."""
         if not self.lane_on:
             self._lane_start()
-        _insert(self.starts, self.ends, a, b)
+        _insert(self._starts, self._ends, a, b)
         if b > self.mixed:
             self.mixed = b
 
     def book_packet(self, a: float, b: float) -> None:
         """Add the packet ``[a, b)``, already in a free gap, to the main intervals and the
         packet lane (for callers that find the gap themselves, e.g. around PFC pauses)."""
-        _insert(self.starts, self.ends, a, b)
+        _insert(self._starts, self._ends, a, b)
         if self.lane_on:
             _insert(self.pstarts, self.pends, a, b)
 
@@ -476,7 +610,7 @@ class Calendar:
             self._lane_start()
         # Only the time that was not booked already becomes busy. Packets may not overtake
         # into a pause either.
-        self.busy_ns += _insert(self.starts, self.ends, t0, t1)
+        self.busy_ns += _insert(self._starts, self._ends, t0, t1)
         _insert(self.pstarts, self.pends, t0, t1)
         if t1 > self.mixed:
             self.mixed = t1
@@ -484,17 +618,19 @@ class Calendar:
     def free(self, a: float, b: float) -> None:
         """Free ``[a, b)`` (the unsent part of a transfer that was paused)."""
         if b > a:
-            self.busy_ns -= _remove(self.starts, self.ends, a, b)
+            self.busy_ns -= _remove(self._starts, self._ends, a, b)
             if self.lane_on:
                 _remove(self.pstarts, self.pends, a, b)
 
     def prune(self, now: float) -> None:
         """Forget intervals that ended before ``now``."""
-        i = _after(self.ends, now)
+        i = _after(self._ends, now)
         if i:
-            del self.starts[:i], self.ends[:i]
+            self._starts.delete(0, i)
+            self._ends.delete(0, i)
         i = _after(self.pends, now)
         if i:
-            del self.pstarts[:i], self.pends[:i]
+            self.pstarts.delete(0, i)
+            self.pends.delete(0, i)
         if self.held:
             self.held = [r for r in self.held if r[1] > now]

@@ -102,7 +102,7 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
     ser = nbytes * first.ns_per_byte
     split = last_pkt and nbytes > last_pkt
     ps = first.pstate.get(prio) if first.pstate else None
-    if ps is not None and ps.paused.ends and ps.paused.ends[-1] > t:
+    if ps is not None and ps.paused.busy_until > t:
         # This priority is paused on the egress at some time ahead: book around the pauses.
         start, end = reserve_avoiding(first.cal, ps.paused, t, ser,
                                       last_pkt * first.ns_per_byte if split else 0.0)
@@ -138,7 +138,7 @@ def transmit(path: Sequence[LinkDir], t: float, nbytes: int, tail_ready: float |
         ready = head + l.sw_lat
         ser = nbytes * l.ns_per_byte
         ps = l.pstate.get(prio) if l.pstate else None
-        if ps is not None and ps.paused.ends and ps.paused.ends[-1] > ready:
+        if ps is not None and ps.paused.busy_until > ready:
             start, end = reserve_avoiding(l.cal, ps.paused, ready, ser,
                                           last_pkt * l.ns_per_byte if split else 0.0)
         elif split:

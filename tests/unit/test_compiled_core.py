@@ -63,17 +63,20 @@ def test_a_stale_build_runs_pure_python_with_one_warning(tmp_path):
 
 
 def test_the_calendar_search_is_bisect_right():
-    """calendar._after, in the compiled build a search on C doubles (pure Python uses
-    bisect_right itself), gives bisect_right's index for probes below, between, on
-    (repeated values) and above the items, and 0 in an empty list."""
-    from bisect import bisect_right
+    """calendar._after and _before, in the compiled build searches on C doubles (pure
+    Python uses bisect itself), give bisect_right's and bisect_left's index for probes
+    below, between, on (repeated values) and above the items, and 0 in an empty array."""
+    from bisect import bisect_left, bisect_right
 
-    from rnicsim.hw.calendar import _after
+    from rnicsim.hw.calendar import _after, _before, doubles
     a = [1.0, 2.5, 2.5, 2.5, 4.0, 7.25, 7.25, 9.0]
+    d = doubles(a)
     probes = [0.0, 1.0, 1.5, 2.5, 3.0, 4.0, 7.25, 8.0, 9.0, 10.0, -1e300, 1e300]
-    assert [_after(a, x) for x in probes] == [bisect_right(a, x) for x in probes]
-    assert [_after(a, x) for x in probes] == [0, 1, 1, 4, 4, 5, 7, 7, 8, 8, 0, 8]
-    assert _after([], 3.0) == 0
+    assert [_after(d, x) for x in probes] == [bisect_right(a, x) for x in probes]
+    assert [_after(d, x) for x in probes] == [0, 1, 1, 4, 4, 5, 7, 7, 8, 8, 0, 8]
+    assert [_before(d, x) for x in probes] == [bisect_left(a, x) for x in probes]
+    assert [_before(d, x) for x in probes] == [0, 0, 1, 1, 4, 4, 5, 7, 7, 8, 0, 8]
+    assert _after(doubles([]), 3.0) == _before(doubles([]), 3.0) == 0
 
 
 def test_a_nic_keeps_its_state_in_declared_fields():
