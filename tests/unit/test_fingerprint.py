@@ -114,6 +114,17 @@ SCENARIOS: dict[str, dict] = {
     "txn_tpce_occ_drtmr": _scenario(
         _TXN_CLUSTER, _txn("tpce", customers_per_thread=50, securities_per_node=40),
         {"kind": "occ", "preset": "drtmr"}, _TXN_RUN),
+    # RCC's protocols: YCSB's usleep (the sleeping thread, its C-state exit), an RPC form,
+    # CALVIN's sequencer and scheduler
+    "txn_ycsb_mvcc_one_sided_sleep": _scenario(
+        _TXN_CLUSTER, _txn("ycsb", ycsb_records_per_node=2000),
+        {"kind": "mvcc", "verbs": "one_sided"}, _TXN_RUN),
+    "txn_smallbank_sundial_rpc": _scenario(
+        _TXN_CLUSTER, _txn("smallbank", accounts_per_thread=200),
+        {"kind": "sundial", "verbs": "rpc"}, _TXN_RUN),
+    "txn_ycsb_calvin_rpc": _scenario(
+        _TXN_CLUSTER, _txn("ycsb", ycsb_records_per_node=2000),
+        {"kind": "calvin", "verbs": "rpc"}, _TXN_RUN),
     "remote_read_intr_background": _scenario(
         {"nodes": 3, "nic": {"profile": "cx3-roce-10g"}},
         {"kind": "remote_read", "method": "read_intr", "clients": 1, "server_procs": 1,
@@ -201,6 +212,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "rpc": ("cpu_util", "lat_p50_us", "lat_p90_us", "lat_p99_us", "measure_us",
             "nic_pu_util", "nic_pu_util_max", "pcie_util_max", "throughput_mops",
             "throughput_mops_total", "wire_util_max"),
+    # the metrics every protocol reports (stages differ by protocol)
+    "txn_cc": ("abort_rate", "committed", "cpu_util", "lat_commit_us", "lat_p50_us",
+               "lat_p90_us", "lat_p99_us", "measure_us", "msg_rate_mpps", "nic_pu_util",
+               "nic_pu_util_max", "pcie_util_max", "qpc_miss_rate", "round_trips_per_txn",
+               "throughput_mtxns", "throughput_mtxns_per_node", "wire_util_max"),
     "txn": ("abort_rate", "committed", "cpu_util", "lat_commit_us", "lat_exec_us",
             "lat_log_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_validate_us",
             "measure_us", "nic_pu_util", "nic_pu_util_max", "pcie_util_max",
@@ -238,6 +254,9 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "txn_smallbank_occ_fasst": ("txn", "d0c14fe160f5d3ca"),
     "txn_tpcc_occ_farm": ("txn", "cb30498f2eaa65df"),
     "txn_tpce_occ_drtmr": ("txn", "aa426cb7eb7d690f"),
+    "txn_ycsb_mvcc_one_sided_sleep": ("txn_cc", "809b0eae834f17d0"),
+    "txn_smallbank_sundial_rpc": ("txn_cc", "34340c9644e6b4f2"),
+    "txn_ycsb_calvin_rpc": ("txn_cc", "40c9b4fef461c9ce"),
     "perftest_atomic_bw_cx3": ("perftest_bw", "c7d697a145513e4e"),
     "perftest_behind_64k": ("perftest_behind", "f67717c21de2ab0d"),
     "perftest_read_lat": ("perftest_lat", "33af0b05ea79bd35"),
