@@ -15,6 +15,58 @@ from simpy.core import EmptySchedule, Infinity, StopSimulation
 cdef long NORMAL = 1
 
 
+# The entries' objects are held from a C array, which the cyclic garbage collector cannot
+# see on its own: a simulation dropped with events still scheduled (every run that stops
+# at ``until``) is a cycle through them (event -> process -> environment -> heap), so the
+# heap's type gets a traverse that visits them and a clear that drops them, beside
+# Cython's for the heap's fields. Without them such simulations are never freed.
+cdef extern from "Python.h":
+    ctypedef int (*visitproc_t "visitproc")(PyObject*, void*) noexcept
+    ctypedef int (*traverseproc_t "traverseproc")(PyObject*, visitproc_t, void*) noexcept
+    ctypedef int (*inquiry_t "inquiry")(PyObject*) noexcept
+    ctypedef struct TypeSlots "PyTypeObject":
+        traverseproc_t tp_traverse
+        inquiry_t tp_clear
+
+cdef traverseproc_t _fields_traverse
+cdef inquiry_t _fields_clear
+
+
+cdef int _traverse(PyObject* o, visitproc_t visit, void* arg) noexcept:
+    cdef EventHeap h = <EventHeap>o
+    cdef Py_ssize_t i
+    cdef int r
+    for i in range(h.n):
+        r = visit(h.q[i].tobj, arg)
+        if r:
+            return r
+        r = visit(h.q[i].a, arg)
+        if r:
+            return r
+        if h.q[i].b != NULL:
+            r = visit(h.q[i].b, arg)
+            if r:
+                return r
+    return _fields_traverse(o, visit, arg)
+
+
+cdef int _clear(PyObject* o) noexcept:
+    cdef EventHeap h = <EventHeap>o
+    cdef Entry* q = h.q
+    cdef Py_ssize_t n = h.n
+    cdef Py_ssize_t i
+    # Detach the entries first: a DECREF below may run code that schedules again.
+    h.q = NULL
+    h.n = 0
+    h.cap = 0
+    for i in range(n):
+        Py_XDECREF(q[i].tobj)
+        Py_XDECREF(q[i].a)
+        Py_XDECREF(q[i].b)
+    PyMem_Free(q)
+    return _fields_clear(o)
+
+
 cdef inline bint _lt(Entry* x, Entry* y) noexcept nogil:
     """(t, prio, id) of x below that of y (ids are unique: a strict total order)."""
     if x.t != y.t:
@@ -175,3 +227,9 @@ cdef class EventHeap:
             exc = type(ev._value)(*ev._value.args)
             exc.__cause__ = ev._value
             raise exc
+
+
+_fields_traverse = (<TypeSlots*><void*>EventHeap).tp_traverse
+_fields_clear = (<TypeSlots*><void*>EventHeap).tp_clear
+(<TypeSlots*><void*>EventHeap).tp_traverse = _traverse
+(<TypeSlots*><void*>EventHeap).tp_clear = _clear

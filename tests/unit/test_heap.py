@@ -2,7 +2,9 @@
 taken in SimPy's (t, priority, id) order, whichever implementation runs."""
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 
@@ -109,3 +111,31 @@ def test_simpy_processes_run_on_the_heap_with_env_step_and_env_run():
     env.step()      # SimPy leaves the until event queued (its callbacks after the stop)
     with pytest.raises(simpy.core.EmptySchedule):
         env.step()
+
+
+def test_a_simulation_dropped_with_events_scheduled_is_freed():
+    """A run stopped at ``until`` leaves events on the heap that lead back to the
+    simulation (a process waiting on a timeout, a callback bound to a component): the
+    garbage collector still frees the simulation once it is dropped (the compiled heap
+    shows it the entries it holds)."""
+    def point():
+        sim = Simulation(1)
+
+        def proc():
+            while True:
+                yield sim.timeout(10.0)
+
+        class Part:
+            def tick(self):
+                sim.call_in(7.0, self.tick)
+
+        part = Part()
+        sim.process(proc())
+        sim.call_at(1.0, part.tick)
+        sim.run(until=100.0)
+        assert len(sim.env._queue) >= 2
+        return weakref.ref(sim), weakref.ref(part)
+
+    refs = point()
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
