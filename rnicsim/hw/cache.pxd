@@ -13,5 +13,7 @@ cdef class QpLru:
     cdef public Py_ssize_t entries, n, hits, misses
     cdef public QpHw head, tail
 
-    @cython.locals(tail=QpHw, nxt=QpHw, prev=QpHw, old=QpHw)
+    @cython.locals(nxt=QpHw, prev=QpHw, old=QpHw)
     cpdef bint access(self, QpHw qp) except -1
+    @cython.locals(tail=QpHw)
+    cdef void _append(self, QpHw qp) noexcept

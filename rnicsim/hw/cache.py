@@ -72,10 +72,9 @@ class QpLru:
 
     def access(self, qp: QpHw) -> bool:
         """Touch ``qp``'s context; True if it was cached, False if it had to be fetched."""
-        tail = self.tail
         if qp.lru_in:
             self.hits += 1
-            if qp is not tail:
+            if qp is not self.tail:
                 # Unlink (qp has a successor: it is not the tail), then append.
                 nxt = qp.lru_next
                 prev = qp.lru_prev
@@ -84,22 +83,13 @@ class QpLru:
                     self.head = nxt
                 else:
                     prev.lru_next = nxt
-                qp.lru_prev = tail
-                qp.lru_next = None
-                tail.lru_next = qp
-                self.tail = qp
+                self._append(qp)
             return True
         self.misses += 1
         if self.entries <= 0:
             return False
         qp.lru_in = True
-        qp.lru_prev = tail
-        qp.lru_next = None
-        if tail is None:
-            self.head = qp
-        else:
-            tail.lru_next = qp
-        self.tail = qp
+        self._append(qp)
         self.n += 1
         if self.n > self.entries:
             old = self.head
@@ -109,6 +99,17 @@ class QpLru:
             old.lru_in = False
             self.n -= 1
         return False
+
+    def _append(self, qp: QpHw) -> None:
+        """Put ``qp`` (not in the list) at its tail, as the last one used."""
+        tail = self.tail
+        qp.lru_prev = tail
+        qp.lru_next = None
+        if tail is None:
+            self.head = qp
+        else:
+            tail.lru_next = qp
+        self.tail = qp
 
     def __len__(self) -> int:
         return self.n
