@@ -113,8 +113,8 @@ from scipy.optimize import least_squares
 
 from calibration.parsers import Measurement, load_measurements, parse_perftest_runs
 from rnicsim.errors import ArgumentParser, InputError
-from rnicsim.profile import (CountP, OpTimes, Profile, ProfileModel, RateP, SizeP, TimeP,
-                             load_profile)
+from rnicsim.profile import (CountP, IdleStatesP, OpTimes, Profile, ProfileModel, RateP, SizeP,
+                             TimeP, load_profile)
 from workloads.microbench import MicrobenchSpec, run_microbench
 from workloads.perftest import TOOLS, PerftestArgs, run_behind, run_bw, run_echo, run_lat
 
@@ -1444,6 +1444,8 @@ def _scalar(v: Any) -> str:
         return json.dumps(v)
     if isinstance(v, (int, float)):
         return repr(v)
+    if isinstance(v, dict):         # a mapping-valued parameter (host.idle_states)
+        return "{" + ", ".join(f"{_scalar(k)}: {_scalar(x)}" for k, x in v.items()) + "}"
     s = str(v)
     try:
         if s and s.strip() == s and yaml.safe_load(f"k: {s}") == {"k": s} and \
@@ -1529,6 +1531,9 @@ def _dump_with_units(model: ProfileModel) -> dict[str, Any]:
                     d["value"] = f"{_sig(q.value / 1e9, 6)}Gbps"
                 elif isinstance(q, SizeP):
                     d["value"] = f"{q.value}B"
+                elif isinstance(q, IdleStatesP):
+                    d["value"] = {n: f"{_sig(e, 6)}ns/{_sig(r, 6)}ns"
+                                  for n, (e, r) in q.value.items()}
     return raw
 
 

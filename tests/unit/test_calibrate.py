@@ -106,8 +106,9 @@ def test_fitted_profile_is_a_full_profile_with_sources(recovered, hidden_data):
     assert src.startswith("fitted by rnicsim calibrate: ") and "read_lat.txt" in src
     assert "95% CI" in src and src.endswith(" ns)")
     assert prof.pcie.latency == pytest.approx(truth["pcie.latency"], rel=0.10)
-    # not fitted: value and source of the base profile
+    # not fitted: value and source of the base profile (a mapping-valued one too)
     assert prof.model.nic.atomic_service == base.model.nic.atomic_service
+    assert prof.model.host.idle_states == base.model.host.idle_states
     assert prof.model.link == base.model.link
     assert prof.model.host.poll_cq == base.model.host.poll_cq
 
