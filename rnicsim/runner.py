@@ -245,7 +245,8 @@ def empty_points(recs: list[dict[str, Any]]) -> list[str]:
         if m.get("committed") == 0:
             at = ", ".join(f"{k}={v}" for k, v in r["values"].items()) or "the only point"
             window = f" {m['measure_us']:g}-us" if "measure_us" in m else ""
-            out.append(f"point {r['index']} ({at}): no transaction committed in its"
+            # numbered from 1, as the progress lines number points
+            out.append(f"point {r['index'] + 1} ({at}): no transaction committed in its"
                        f"{window} window; a window shorter than one transaction measures "
                        "nothing: lengthen run.measure and run.warmup (e.g. --set "
                        "run.measure=2ms) to see its throughput")

@@ -984,7 +984,7 @@ def test_a_transaction_point_that_committed_nothing_is_warned_about():
              "metrics": {"committed": 0.0, "measure_us": 201.0}},
             {"index": 2, "values": {}, "metrics": {"throughput_mops": 1.0}}]
     (line,) = empty_points(recs)
-    assert line.startswith("point 1 (cluster.nodes=76, protocol.kind=calvin): no "
+    assert line.startswith("point 2 (cluster.nodes=76, protocol.kind=calvin): no "
                            "transaction committed in its 201-us window")
     assert "run.measure" in line
 
