@@ -31,9 +31,9 @@ sleep's own timer is the next event), so the model takes the deepest state whose
 residency fits the sleep (:func:`idle_exit_ns`); a core shared with CPU hogs never idles.
 The exit is not busy CPU. A thread woken by a completion interrupt pays no exit: the
 governor's prediction from recent interrupts is not modelled, and RDMC's fig. 11 (pure
-interrupts leave its bandwidth almost unchanged on Xeon hosts with Linux's default idle
-driver) shows no cost of the size an exit at every wake-up would give (docs/model.md,
-"Sleeping threads").
+interrupts leave its bandwidth almost unchanged on Fractus, Ubuntu 16.04 with Linux's
+default idle driver) shows no cost of the size an exit at every wake-up would give
+(docs/model.md, "Sleeping threads").
 
 Params (profile ``host``): clock [Hz], cores, the per-operation CPU costs [ns],
 ``sched_quantum`` [ns], ``wakeup_latency`` [ns], ``timer_slack`` [ns], ``idle_states``
