@@ -50,20 +50,25 @@ cdef int _traverse(PyObject* o, visitproc_t visit, void* arg) noexcept:
     return _fields_traverse(o, visit, arg)
 
 
-cdef int _clear(PyObject* o) noexcept:
-    cdef EventHeap h = <EventHeap>o
-    cdef Entry* q = h.q
-    cdef Py_ssize_t n = h.n
+cdef void _release(Entry* q, Py_ssize_t n) noexcept:
+    """Drop the references of the ``n`` entries of ``q`` and free it."""
     cdef Py_ssize_t i
-    # Detach the entries first: a DECREF below may run code that schedules again.
-    h.q = NULL
-    h.n = 0
-    h.cap = 0
     for i in range(n):
         Py_XDECREF(q[i].tobj)
         Py_XDECREF(q[i].a)
         Py_XDECREF(q[i].b)
     PyMem_Free(q)
+
+
+cdef int _clear(PyObject* o) noexcept:
+    cdef EventHeap h = <EventHeap>o
+    cdef Entry* q = h.q
+    cdef Py_ssize_t n = h.n
+    # Detach the entries first: a DECREF below may run code that schedules again.
+    h.q = NULL
+    h.n = 0
+    h.cap = 0
+    _release(q, n)
     return _fields_clear(o)
 
 
@@ -88,12 +93,7 @@ cdef class EventHeap:
         self.envd = env.__dict__
 
     def __dealloc__(self):
-        cdef Py_ssize_t i
-        for i in range(self.n):
-            Py_XDECREF(self.q[i].tobj)
-            Py_XDECREF(self.q[i].a)
-            Py_XDECREF(self.q[i].b)
-        PyMem_Free(self.q)
+        _release(self.q, self.n)
 
     def __len__(self):
         return self.n
