@@ -2,11 +2,16 @@
 
 Covers
     One table of ``value_size``-byte values (RCC: 64 B, ``YCSB_STR_LENGTH``),
-    ``records_per_node`` records per node (RCC: 100,000 x scale 3), placed by key modulo
-    the number of nodes. A transaction touches ``ops`` distinct keys (RCC ``set_len``
+    ``records_per_node`` records per node, placed by key modulo the number of nodes. RCC
+    sizes the table by its scale factor, its config's ``scale`` (3) times the threads per
+    node (``bench_runner.cc``; its logs print "use scale factor: 30; with total 10
+    threads"): ``num_accounts`` 100,000 x 3 = 300,000 records and ``num_hot`` 100 x 3 =
+    300 hot records per thread of a node, which scenarios give as
+    ``ycsb_records_per_thread`` and ``ycsb_hot_records_per_thread`` (``_make`` multiplies
+    by the threads). A transaction touches ``ops`` distinct keys (RCC ``set_len``
     10); each is a write with probability ``write_probability`` (RCC ``write_num`` /
     ``set_len`` = 2/10), else a read. A key comes from the hot area (the lowest
-    ``hot_records_per_node`` x nodes ids; RCC ``num_hot`` 100 x scale) with probability
+    ``hot_records_per_node`` x nodes ids) with probability
     ``hot_probability``, else uniformly from all records: RCC's code draws from all
     records when ``rand % 100 < tx_hot`` (90), so 10 % of its picks are forced into the
     hot area (PROTOCOL-FACTS 2.1 on the knob's direction).
@@ -121,7 +126,18 @@ class Ycsb:
 
 
 def _make(params: dict, nodes: int, threads: int, clock_hz: float, coroutines: int):
-    return Ycsb(YcsbSpec(**params), nodes)
+    """The workload for ``params``: ``YcsbSpec`` fields, where ``records_per_thread`` and
+    ``hot_records_per_thread`` (RCC's sizing, the scenario keys') stand for their per-node
+    fields times ``threads``."""
+    p = dict(params)
+    for k in ("records", "hot_records"):
+        per_thread = p.pop(f"{k}_per_thread", None)
+        if per_thread is None:
+            continue
+        if f"{k}_per_node" in p:
+            raise ValueError(f"{k}_per_thread and {k}_per_node: give one of them")
+        p[f"{k}_per_node"] = per_thread * threads
+    return Ycsb(YcsbSpec(**p), nodes)
 
 
 register_benchmark("ycsb", _make)

@@ -89,12 +89,13 @@ class TxnWorkload(BaseModel):
     tpce_history_pct: float = Field(50.0, ge=0, le=100)
     tpce_logic: Duration = 1000.0
     tpce_per_row: Duration = 1300.0     # fitted (workloads/tpce.py TpceSpec.per_row)
-    # YCSB as RCC configures it (workloads/ycsb.py): records and hot records per node,
-    # the share of picks forced into the hot area, operations per transaction, the
+    # YCSB as RCC configures it (workloads/ycsb.py): records and hot records per thread
+    # of a node (RCC sizes both by its scale factor, which is its config's scale times the
+    # threads: bench_runner.cc), the share of picks forced into the hot area, operations per transaction, the
     # probability that one is a write, the computation before commit, whether it is a
     # usleep (RCC's; the thread blocks it plus the timer slack) or CPU work, the value size.
-    ycsb_records_per_node: int = Field(300_000, ge=1)
-    ycsb_hot_records_per_node: int = Field(300, ge=1)
+    ycsb_records_per_thread: int = Field(300_000, ge=1)
+    ycsb_hot_records_per_thread: int = Field(300, ge=1)
     ycsb_hot_probability: float = Field(0.1, ge=0, le=1)
     ycsb_ops: int = Field(10, ge=1, le=64)
     ycsb_write_probability: float = Field(0.2, ge=0, le=1)
@@ -112,8 +113,8 @@ class TxnWorkload(BaseModel):
                 out["mix"] = tuple(self.smallbank_mix.items())
             return out
         if self.benchmark == "ycsb":
-            return {"records_per_node": self.ycsb_records_per_node,
-                    "hot_records_per_node": self.ycsb_hot_records_per_node,
+            return {"records_per_thread": self.ycsb_records_per_thread,
+                    "hot_records_per_thread": self.ycsb_hot_records_per_thread,
                     "hot_probability": self.ycsb_hot_probability,
                     "ops": self.ycsb_ops, "write_probability": self.ycsb_write_probability,
                     "compute": self.ycsb_compute, "sleep": self.ycsb_sleep,

@@ -117,13 +117,15 @@ SCENARIOS: dict[str, dict] = {
     # RCC's protocols: YCSB's usleep (the sleeping thread, its C-state exit), an RPC form,
     # CALVIN's sequencer and scheduler
     "txn_ycsb_mvcc_one_sided_sleep": _scenario(
-        _TXN_CLUSTER, _txn("ycsb", ycsb_records_per_node=2000),
+        _TXN_CLUSTER, _txn("ycsb", ycsb_records_per_thread=1000,
+                            ycsb_hot_records_per_thread=150),
         {"kind": "mvcc", "verbs": "one_sided"}, _TXN_RUN),
     "txn_smallbank_sundial_rpc": _scenario(
         _TXN_CLUSTER, _txn("smallbank", accounts_per_thread=200),
         {"kind": "sundial", "verbs": "rpc"}, _TXN_RUN),
     "txn_ycsb_calvin_rpc": _scenario(
-        _TXN_CLUSTER, _txn("ycsb", ycsb_records_per_node=2000),
+        _TXN_CLUSTER, _txn("ycsb", ycsb_records_per_thread=1000,
+                            ycsb_hot_records_per_thread=150),
         {"kind": "calvin", "verbs": "rpc"}, _TXN_RUN),
     "remote_read_intr_background": _scenario(
         {"nodes": 3, "nic": {"profile": "cx3-roce-10g"}},

@@ -18,7 +18,7 @@ TINY = """\
 version: 1
 name: tiny_hybrid
 cluster: {{nodes: 3, nic: {{profile: cx4-edr, per_node: 1}}, threads: 1}}
-workload: {{kind: txn, benchmark: ycsb, coroutines: 2, ycsb_records_per_node: 3000,
+workload: {{kind: txn, benchmark: ycsb, coroutines: 2, ycsb_records_per_thread: 3000,
            ycsb_compute: 1us}}
 protocol: {{kind: nowait, verbs: one_sided}}
 run: {{seed: 1, warmup: 5us, measure: 20us}}
