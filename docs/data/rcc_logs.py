@@ -1,0 +1,99 @@
+"""Extract RCC's own run logs into one CSV row per run.
+
+RCC's authors committed the logs of their runs to Alchem-Lab/drtmh (branch ``hybrid-cc``,
+``scripts/data_for_osdi20/out/``): one file per node (``.log_0`` is the master, which
+merges every node's throughput each epoch and prints "System throughput"). This reads the
+master logs of the runs named below from a local clone and writes, per run, what RCC's
+own plotting scripts read (``qps_scalability.py`` averages the "System throughput" lines
+of ``.log_0``) and the set-up the log prints.
+
+    python docs/data/rcc_logs.py /path/to/drtmh [--ref hybrid-cc] > docs/data/rcc_logs.csv
+
+Columns: ``dir`` (under ``scripts/data_for_osdi20/out/``), ``benchmark``, ``protocol``,
+``verbs`` (rpc or one_sided), ``nodes``, ``threads``, ``coroutines`` (from the results
+file name the log prints), ``scale_factor``, YCSB's ``tx_hot`` (percent of picks drawn
+from all records; the rest from the hot area), ``num_hot``, ``write_num`` (of
+``set_len``), ``epochs`` (System throughput lines averaged), ``throughput_mtxns_per_node``
+(their mean / nodes), ``abort_rate`` (mean of the same lines' abort ratio), ``lat_p50_us``,
+``lat_p90_us``, ``lat_p99_us`` (the master's "Medium/90th/99th latency" line).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+
+OUT = "scripts/data_for_osdi20/out/"
+# Runs read: the EDR overall runs (the 2020-05-25 19:29 directory ran another YCSB
+# setting, tx_hot 10 with num_hot 1000, and is listed too) and the emulated-scale runs of
+# fig. 22 (qp_N: N QPs per thread and peer on 4 machines). The FDR overall logs print no
+# epoch (no "System throughput" line) and give no row.
+DIRS = ["overall/edr", "overall/edr_2020-05-2519:29:18", "overall/edr_2020-05-2521:45:16",
+        "overall/edr_2020-05-2601:31:12", "overall/fdr", "scalability/qp_1",
+        "scalability/qp_10", "scalability/qp_20", "scalability/qp_30", "scalability/qp_40"]
+COLUMNS = ["dir", "benchmark", "protocol", "verbs", "nodes", "threads", "coroutines",
+           "scale_factor", "tx_hot", "num_hot", "write_num", "epochs",
+           "throughput_mtxns_per_node", "abort_rate", "lat_p50_us", "lat_p90_us",
+           "lat_p99_us"]
+_NAME = re.compile(r"drtmh-nocc(\w+?)-(bank|ycsb|tpcc)-(\d+)-(rpc|onesided)\.log_0$")
+_SYS = re.compile(r"System throughput ([\d.]+) ([KM]), abort ([\d.e+-]+)")
+_LAT = re.compile(r"Medium latency ([\d.]+)ms, 90th latency ([\d.]+)ms, "
+                  r"99th latency ([\d.]+)ms")
+_RESULTS = re.compile(r"results//\S+?_(\d+)_(\d+)_(\d+)_\d+\.log")
+_YCSB = re.compile(r"write num=(\d+)tx hot(\d+)num_hot(\d+)")
+_SCALE = re.compile(r"use scale factor: (\d+)")
+
+
+def _git(repo: str, *args: str) -> str:
+    return subprocess.check_output(["git", "-C", repo, *args], text=True, errors="replace")
+
+
+def row(path: str, text: str) -> dict | None:
+    """One run's row from its master log, or None when it printed no epoch."""
+    m = _NAME.search(path)
+    sys_lines = [(float(v) * (1e-3 if u == "K" else 1.0), float(a))
+                 for v, u, a in _SYS.findall(text)]
+    if m is None or not sys_lines:
+        return None
+    res = _RESULTS.search(text)
+    nodes = int(res.group(1)) if res else int(m.group(3))
+    y = _YCSB.search(text)
+    lat = _LAT.search(text)
+    n = len(sys_lines)
+    out = {"dir": path[len(OUT):].rsplit("/", 1)[0], "benchmark": m.group(2),
+           "protocol": m.group(1), "verbs": "one_sided" if m.group(4) == "onesided" else "rpc",
+           "nodes": nodes, "threads": res.group(2) if res else "",
+           "coroutines": res.group(3) if res else "",
+           "scale_factor": (_SCALE.search(text) or [None, ""])[1],
+           "write_num": y.group(1) if y else "", "tx_hot": y.group(2) if y else "",
+           "num_hot": y.group(3) if y else "", "epochs": n,
+           "throughput_mtxns_per_node": f"{sum(t for t, _ in sys_lines) / n / nodes:.5f}",
+           "abort_rate": f"{sum(a for _, a in sys_lines) / n:.5f}"}
+    for i, k in enumerate(("lat_p50_us", "lat_p90_us", "lat_p99_us")):
+        out[k] = f"{float(lat.group(i + 1)) * 1000:.1f}" if lat else ""
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("repo", help="a clone of Alchem-Lab/drtmh")
+    ap.add_argument("--ref", default="hybrid-cc")
+    a = ap.parse_args(argv)
+    commit = _git(a.repo, "rev-parse", a.ref).strip()
+    w = csv.DictWriter(sys.stdout, COLUMNS, lineterminator="\n")
+    sys.stdout.write(f"# Alchem-Lab/drtmh {a.ref} at {commit}, {OUT}\n")
+    w.writeheader()
+    for d in DIRS:
+        paths = [p for p in _git(a.repo, "ls-tree", "-r", "--name-only", a.ref,
+                                 OUT + d + "/").split("\n") if p.endswith(".log_0")]
+        for p in sorted(paths):
+            r = row(p, _git(a.repo, "show", f"{a.ref}:{p}"))
+            if r is not None:
+                w.writerow(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
