@@ -20,12 +20,12 @@ from scenario_points import check_findings, one_row, scenario_rows
 
 ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "rcc"
 SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_coroutines",
-             "fig19_contention", "fig19_logs_contention",
-             "fig20_computation", "fig21_latency_breakdown", "fig22_scale", "r13_mvcc_slots",
+             "fig19_contention", "fig19_logs_contention", "fig20_computation",
+             "fig20_logs_computation", "fig21_latency_breakdown", "fig22_scale", "r13_mvcc_slots",
              "r14_nowait_batching", "table1_2_threads_msg_rate", "table3_tcp"]
 
 # (scenario, size) -> notes of the claim checks the model does not reproduce (measured
-# values and causes: docs/model.md, "RCC gaps"). 86 of the 212 measured checks at demo
+# values and causes: docs/model.md, "RCC gaps"). 86 of the 242 measured checks at demo
 # size. Most come from four causes: YCSB's usleep (each attempt holds its thread ~67 us,
 # so at demo size every protocol's thread is sleep-bound and the differences RCC sees in
 # network work shrink); table 2's message rates read per node (they cannot be per node
