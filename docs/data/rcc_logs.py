@@ -30,15 +30,16 @@ OUT = "scripts/data_for_osdi20/out/"
 # setting, tx_hot 10 with num_hot 1000, and is listed too), the emulated-scale runs of
 # fig. 22 (qp_N: N QPs per thread and peer on 4 machines), the contention runs of fig. 19
 # (hotrate_H: tx_hot = 100 - H, so H % of picks go to the hot area) and the one-coroutine
-# runs of fig. 21 (lat-breakdown) and the computation runs of fig. 20 (sleep_curve/sleepN:
-# usleep(N) before commit). The FDR overall logs print no epoch (no "System throughput"
+# runs of fig. 21 (lat-breakdown), the computation runs of fig. 20 (sleep_curve/sleepN:
+# usleep(N) before commit) and the coroutine runs of fig. 17 (eval_coroutines/corN). The FDR overall logs print no epoch (no "System throughput"
 # line) and give no row.
 DIRS = (["overall/edr", "overall/edr_2020-05-2519:29:18", "overall/edr_2020-05-2521:45:16",
          "overall/edr_2020-05-2601:31:12", "overall/fdr"]
         + [f"scalability/qp_{n}" for n in (1, 10, 20, 30, 40)]
         + [f"contention/hotrate_{h}" for h in (0, 25, 50, 60, 70, 80, 90, 95, 99)]
         + ["lat-breakdown"]
-        + [f"sleep_curve/sleep{n}" for n in (1, 2, 4, 8, 16, 32, 64, 128, 256)])
+        + [f"sleep_curve/sleep{n}" for n in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+        + [f"eval_coroutines/cor{n}" for n in range(1, 20, 2)])
 COLUMNS = ["dir", "benchmark", "protocol", "verbs", "nodes", "threads", "coroutines",
            "scale_factor", "tx_hot", "num_hot", "write_num", "epochs",
            "throughput_mtxns_per_node", "abort_rate", "lat_p50_us", "lat_p90_us",

@@ -90,10 +90,11 @@ class TxnWorkload(BaseModel):
     tpce_logic: Duration = 1000.0
     tpce_per_row: Duration = 1300.0     # fitted (workloads/tpce.py TpceSpec.per_row)
     # YCSB as RCC configures it (workloads/ycsb.py): records and hot records per thread
-    # of a node (RCC sizes both by its scale factor, which is its config's scale times the
-    # threads: bench_runner.cc), the share of picks forced into the hot area, operations per transaction, the
-    # probability that one is a write, the computation before commit, whether it is a
-    # usleep (RCC's; the thread blocks it plus the timer slack) or CPU work, the value size.
+    # of a node (RCC sizes both by its scale factor, its config's scale times the
+    # threads: bench_runner.cc), the share of picks forced into the hot area, operations
+    # per transaction, the probability that one is a write, the computation before
+    # commit, whether it is a usleep (RCC's; the thread blocks it plus the timer slack) or
+    # CPU work, the value size.
     ycsb_records_per_thread: int = Field(300_000, ge=1)
     ycsb_hot_records_per_thread: int = Field(300, ge=1)
     ycsb_hot_probability: float = Field(0.1, ge=0, le=1)
