@@ -26,7 +26,7 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
              "r14_nowait_batching", "table1_2_threads_msg_rate", "table3_tcp"]
 
 # (scenario, size) -> notes of the claim checks the model does not reproduce (measured
-# values and causes: docs/model.md, "RCC gaps"). 100 of the 295 measured checks at demo
+# values and causes: docs/model.md, "RCC gaps"). 98 of the 295 measured checks at demo
 # size. Most come from four causes: YCSB's usleep (each attempt holds its thread ~67 us,
 # so at demo size every protocol's thread is sleep-bound and the differences RCC sees in
 # network work shrink); table 2's message rates read per node (they cannot be per node
@@ -111,8 +111,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     },
     ("fig21_latency_breakdown", "demo"): {
         "RPC: MVCC read latency above OCC",
-        "RPC: MVCC lock latency above SUNDIAL",
-        "RPC: OCC commit latency above SUNDIAL",
+        "RPC: MVCC read latency above SUNDIAL",
         "one-sided: MVCC read latency above NOWAIT (top 2)",
         "one-sided: MVCC read latency above WAITDIE (top 2)",
         "one-sided: MVCC read latency above OCC (top 2)",
@@ -137,7 +136,6 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "one-sided: a drop from 4 to 36 nodes (per node, 2% or more: RCC's logged runs drop 2-9%)",
     },
     ("r14_nowait_batching", "demo"): {
-        "one-sided NOWAIT, SmallBank: lock+read doorbell batching +25.1% throughput",
         "one-sided NOWAIT, SmallBank: lock+read doorbell batching -22.7% latency (median)",
     },
     ("table1_2_threads_msg_rate", "demo"): {
@@ -227,16 +225,17 @@ def test_r14_smoke_lock_read_batching():
 
 def test_fig21_smoke_stage_latencies():
     """One coroutine on SmallBank (R10): one-sided MVCC's lock stage is the longest of the
-    one-sided protocols (it locks and reads the whole multi-version tuple), and RPC
-    OCC's commit stage the longest of the RPC ones (its batched commit messages)."""
+    one-sided protocols (it locks and reads the whole multi-version tuple: 1.5-57x the
+    others' here). RPC OCC's commit stage, 3-5% above the other RPC protocols' at demo
+    size, is left to the demo-size check: at this size (about 60 commits a point) the
+    order of such close stages is not settled."""
     _, rows = _rows("fig21_latency_breakdown", "smoke")
 
     def lat(kind, verbs, stage):
         return one_row(rows, **{"protocol.kind": kind, "protocol.verbs": verbs})[f"lat_{stage}_us"]
     others = ("nowait", "waitdie", "occ", "sundial")
-    assert all(lat("mvcc", "one_sided", "lock") > lat(k, "one_sided", "lock") for k in others)
-    assert all(lat("occ", "rpc", "commit") > lat(k, "rpc", "commit")
-               for k in ("nowait", "waitdie", "mvcc", "sundial"))
+    assert all(lat("mvcc", "one_sided", "lock") > 1.3 * lat(k, "one_sided", "lock")
+               for k in others)
 
 
 def test_table3_smoke_tcp_below_ud():
