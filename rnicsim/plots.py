@@ -315,9 +315,12 @@ def _draw_lines(ax, sc: Scenario, i: int, p, groups, colours) -> bool:
     ticks = [x for x in xs_all if not p.logx or x > 0]
     if byte_axis or p.logx or all(float(x).is_integer() for x in ticks):
         if 0 < len(ticks) <= 14:
+            labels = [format_bytes(x) if byte_axis else f"{x:g}" for x in ticks]
+            # slanted when they would run into each other: many ticks, or long labels
+            # (e.g. 32000 to 256000 ns on a log axis, a quarter of its width)
+            crowded = len(ticks) > 7 or sum(len(t) for t in labels) > 24
             ax.set_xticks(ticks)
-            ax.set_xticklabels([format_bytes(x) if byte_axis else f"{x:g}" for x in ticks],
-                               rotation=30 if len(ticks) > 7 else 0)
+            ax.set_xticklabels(labels, rotation=30 if crowded else 0)
             ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlabel(axis_label(p.x, byte_axis))
             return True

@@ -103,12 +103,26 @@ def test_a_byte_axis_has_byte_ticks_at_the_swept_values_and_y_from_zero(tmp_path
                             " logx: true, where: {workload.shared_context: false}}\n")
     _fig, ax = draw(sc)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["8 B", "64 B", "4 KiB"]
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {0}
     assert list(ax.get_xticks()) == [8, 64, 4096]
     assert ax.get_xscale() == "log"
     assert ax.get_xlabel() == "payload [B]" and ax.get_ylabel() == "throughput [M ops/s]"
     assert ax.get_ylim()[0] == 0
     assert [line.get_label() for line in ax.get_lines()] == ["read", "write"]
     assert ax.get_title() == "a tiny scenario"
+
+
+def test_long_tick_labels_close_together_are_slanted(tmp_path):
+    """Four ticks from 32 KiB to 256 KiB take a quarter of a log axis: their labels (26
+    characters) would run into each other upright, so they are drawn at 30 degrees."""
+    sc = scenario(tmp_path, "  - {x: workload.payload, y: throughput_mops, logx: true,"
+                            " where: {workload.verb: read, workload.shared_context: false}}\n")
+    rows = [{"workload.verb": "read", "workload.payload": b, "workload.shared_context": False,
+             "throughput_mops": 90.0} for b in (32768, 65536, 131072, 262144)]
+    _fig, ax = draw(sc, rows=rows)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32 KiB", "64 KiB", "128 KiB",
+                                                            "256 KiB"]
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {30}
 
 
 def test_series_past_the_colour_cycle_are_dashed_with_another_marker(tmp_path):
