@@ -67,13 +67,14 @@ def row(path: str, text: str) -> dict | None:
     res = _RESULTS.search(text)
     nodes = int(res.group(1)) if res else int(m.group(3))
     y = _YCSB.search(text)
+    scale = _SCALE.search(text)
     lat = _LAT.search(text)
     n = len(sys_lines)
     out = {"dir": path[len(OUT):].rsplit("/", 1)[0], "benchmark": m.group(2),
            "protocol": m.group(1), "verbs": "one_sided" if m.group(4) == "onesided" else "rpc",
            "nodes": nodes, "threads": res.group(2) if res else "",
            "coroutines": res.group(3) if res else "",
-           "scale_factor": (_SCALE.search(text) or [None, ""])[1],
+           "scale_factor": scale.group(1) if scale else "",
            "write_num": y.group(1) if y else "", "tx_hot": y.group(2) if y else "",
            "num_hot": y.group(3) if y else "", "epochs": n,
            "throughput_mtxns_per_node": f"{sum(t for t, _ in sys_lines) / n / nodes:.5f}",
