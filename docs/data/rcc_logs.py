@@ -8,6 +8,7 @@ own plotting scripts read (``qps_scalability.py`` averages the "System throughpu
 of ``.log_0``) and the set-up the log prints.
 
     python docs/data/rcc_logs.py /path/to/drtmh [--ref hybrid-cc] > docs/data/rcc_logs.csv
+    python docs/data/rcc_logs.py --types /path/to/drtmh > docs/data/rcc_txn_types.csv
 
 Columns: ``dir`` (under ``scripts/data_for_osdi20/out/``), ``benchmark``, ``protocol``,
 ``verbs`` (rpc or one_sided), ``nodes``, ``threads``, ``coroutines`` (from the results
@@ -16,6 +17,12 @@ from all records; the rest from the hot area), ``num_hot``, ``write_num`` (of
 ``set_len``), ``epochs`` (System throughput lines averaged), ``throughput_mtxns_per_node``
 (their mean / nodes), ``abort_rate`` (mean of the same lines' abort ratio), ``lat_p50_us``,
 ``lat_p90_us``, ``lat_p99_us`` (the master's "Medium/90th/99th latency" line).
+
+With ``--types``: one row per transaction type of the one-coroutine runs
+(``lat-breakdown``), from the master's worker-0 report: ``protocol``, ``verbs``, ``type``
+(SmallBank's, in the model's names), ``executed`` (transactions drawn), ``lat_mean_us`` and
+``lat_p50_us``, ``lat_p90_us``, ``lat_p99_us`` (RCC times coroutine 1's committed
+transactions, from the start of the first attempt).
 """
 from __future__ import annotations
 
@@ -51,6 +58,14 @@ _LAT = re.compile(r"Medium latency ([\d.]+)ms, 90th latency ([\d.]+)ms, "
 _RESULTS = re.compile(r"results//\S+?_(\d+)_(\d+)_(\d+)_\d+\.log")
 _YCSB = re.compile(r"write num=(\d+)tx hot(\d+)num_hot(\d+)")
 _SCALE = re.compile(r"use scale factor: (\d+)")
+_TYPE = re.compile(r"^(SendPayment|DepositChecking|Balance|Transact saving|Write check|"
+                   r"Txn amal) executed (\d+), latency: ([\d.]+), rw_size \S+, m ([\d.]+), "
+                   r"90 ([\d.]+), 99 ([\d.]+)", re.M)
+TYPES = {"SendPayment": "send_payment", "DepositChecking": "deposit_checking",
+         "Balance": "balance", "Transact saving": "transact_saving",
+         "Write check": "write_check", "Txn amal": "amalgamate"}
+TYPE_COLUMNS = ["protocol", "verbs", "type", "executed", "lat_mean_us", "lat_p50_us",
+                "lat_p90_us", "lat_p99_us"]
 
 
 def _git(repo: str, *args: str) -> str:
@@ -84,21 +99,39 @@ def row(path: str, text: str) -> dict | None:
     return out
 
 
+def type_rows(path: str, text: str) -> list[dict]:
+    """The per-type rows of one run's master log (see the module doc)."""
+    m = _NAME.search(path)
+    if m is None:
+        return []
+    verbs = "one_sided" if m.group(4) == "onesided" else "rpc"
+    return [{"protocol": m.group(1), "verbs": verbs, "type": TYPES[t], "executed": n,
+             **{k: f"{float(v) * 1000:.1f}" for k, v in
+                zip(("lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us"),
+                    (mean, p50, p90, p99))}}
+            for t, n, mean, p50, p90, p99 in _TYPE.findall(text)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("repo", help="a clone of Alchem-Lab/drtmh")
     ap.add_argument("--ref", default="hybrid-cc")
+    ap.add_argument("--types", action="store_true",
+                    help="per-type latencies of the one-coroutine runs instead")
     a = ap.parse_args(argv)
     commit = _git(a.repo, "rev-parse", a.ref).strip()
-    w = csv.DictWriter(sys.stdout, COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(sys.stdout, TYPE_COLUMNS if a.types else COLUMNS,
+                       lineterminator="\n")
     sys.stdout.write(f"# Alchem-Lab/drtmh {a.ref} at {commit}, {OUT}\n")
     w.writeheader()
-    for d in DIRS:
+    for d in (["lat-breakdown"] if a.types else DIRS):
         paths = [p for p in _git(a.repo, "ls-tree", "-r", "--name-only", a.ref,
                                  OUT + d + "/").split("\n") if p.endswith(".log_0")]
         for p in sorted(paths):
-            r = row(p, _git(a.repo, "show", f"{a.ref}:{p}"))
-            if r is not None:
+            text = _git(a.repo, "show", f"{a.ref}:{p}")
+            if a.types:
+                w.writerows(type_rows(p, text))
+            elif (r := row(p, text)) is not None:
                 w.writerow(r)
     return 0
 

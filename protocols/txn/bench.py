@@ -24,14 +24,16 @@ Metrics
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation, long_lived_heap
 
 from ..rpc import Mesh
-from .driver import TxnSystem, abort_metrics, check_coroutines, stage_metrics
+from .cc import framework_txn_ns
+from .driver import (TxnSystem, abort_metrics, check_coroutines, stage_metrics,
+                     type_metrics)
 from .registry import make_workload, protocol
 from .store import Store
 
@@ -164,6 +166,7 @@ def metrics(b: Bench, measure_ns: float, end_ns: float,
         "cpu_util": min(1.0, cpu_util),
         "committed": float(st.committed),
         **abort_metrics(st),
+        **type_metrics(st),
     }
 
 
@@ -197,6 +200,9 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     proto = sc.protocol
     entry = protocol(proto.kind)
     cfg = entry.config_of(proto)
+    if proto.framework != "none":
+        cfg = replace(cfg, costs=replace(
+            cfg.costs, txn_cpu=framework_txn_ns(proto.framework, profile.host.clock)))
     wl = make_workload(w.benchmark, w.params(), sc.cluster.nodes, sc.cluster.threads,
                        profile.host.clock, w.coroutines)
     hist = None

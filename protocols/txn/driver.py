@@ -62,6 +62,7 @@ class TxnStats:
     aborted: int = 0
     round_trips: int = 0
     by_type: dict = field(default_factory=dict)
+    lat_ns_by_type: dict = field(default_factory=dict)  # type -> summed latency [ns]
     phase_ns: dict = field(default_factory=dict)    # stage -> ns of committing attempts
     causes: dict = field(default_factory=dict)      # abort cause -> aborted attempts
     deposits: int = 0          # money committed transactions added, whole run (SmallBank)
@@ -177,6 +178,8 @@ class TxnSystem:
             rts = 0
             while True:
                 tx = Txn(co, spec)
+                if self.costs.txn_cpu:
+                    yield ep.compute(self.costs.txn_cpu)    # the framework's own code
                 try:
                     yield from self.attempt(tx, owner)
                     break
@@ -204,6 +207,8 @@ class TxnSystem:
                 st.round_trips += rts + tx.rts
                 st.committed += 1
                 st.by_type[spec.name] = st.by_type.get(spec.name, 0) + 1
+                st.lat_ns_by_type[spec.name] = st.lat_ns_by_type.get(spec.name, 0.0) + \
+                    (sim.now - t0)
                 sim.stats.hist("txn_lat").add(sim.now - t0)
                 ph = st.phase_ns
                 for k, v in tx.phases.items():
@@ -275,6 +280,13 @@ class TxnSystem:
 def stage_metrics(stats: TxnStats, stages: tuple[str, ...], n: int) -> dict[str, float]:
     """``lat_<stage>_us``: mean time per committed transaction in each stage [us]."""
     return {f"lat_{s}_us": stats.phase_ns.get(s, 0.0) / n / 1e3 for s in stages}
+
+
+def type_metrics(stats: TxnStats) -> dict[str, float]:
+    """``lat_txn_<type>_us``: mean latency of the committed transactions of each type,
+    first attempt to commit [us] (RCC's logs print the same per type)."""
+    return {f"lat_txn_{t}_us": ns / stats.by_type[t] / 1e3
+            for t, ns in sorted(stats.lat_ns_by_type.items())}
 
 
 def abort_metrics(stats: TxnStats) -> dict[str, float]:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rnicsim.scenario import Duration, Size, register_protocol, register_workload
 
 from ..rpc import RpcConfig
-from .cc import ONE, resolve_stages
+from .cc import FRAMEWORK_TXN_CYCLES, ONE, resolve_stages
 from .occ import OccConfig, OccSystem
 from .registry import register_protocol as register_cc
 from .store import OCC_LAYOUT
@@ -30,6 +30,9 @@ Mode = Literal["one_sided", "two_sided", "hybrid"]
 Side = Literal["one_sided", "two_sided"]
 Verbs = Literal["rpc", "one_sided", "hybrid"]
 StageVerbs = Literal["rpc", "one_sided"]
+# Whose framework code runs the transactions: its own CPU per attempt
+# (protocols.txn.cc.FRAMEWORK_TXN_CYCLES); "none" charges the model's steps alone.
+Framework = Literal[tuple(FRAMEWORK_TXN_CYCLES)]
 
 # The stages of each of RCC's protocols (protocols.txn.cc.STAGE_BITS): what
 # ``protocol.stages`` may name and which ``hybrid_code`` bits are read.
@@ -198,6 +201,7 @@ class OccProtocol(BaseModel):
     verbs: Optional[Verbs] = None
     stages: Optional[dict[str, StageVerbs]] = None
     hybrid_code: Optional[int] = None
+    framework: Framework = "none"
 
     @model_validator(mode="after")
     def _rcc(self) -> "OccProtocol":
@@ -284,6 +288,7 @@ class _RccProtocol(BaseModel):
     rep_factor: int = Field(2, ge=0, le=2)
     retry_backoff: bool = True
     passive_ack: bool = False
+    framework: Framework = "none"
 
     @model_validator(mode="after")
     def _stages(self):
