@@ -88,6 +88,24 @@ class Access:
         """Resolve a remote record's location from the warm cache (CPU only)."""
         tx.ep.thread.reserve(self.sim.now, self.costs.cache_lookup)
 
+    def index_read(self, tx, r):
+        """With the framework's ``index_read`` (use ``yield from``): a signaled READ
+        of remote record ``r`` whole, waited for, before the access proper. RCC's code
+        of its published runs (Alchem-Lab/drtmh at deeede4e; removed by 82fad9c2,
+        "fixed indexing issues ... long latency for the one-sided implementation")
+        resolved a one-sided lock's or read's offset with ``rdma_read_val``, which drops
+        its ``need_all_msg=false`` and so READs header and value even when the location
+        cache holds the offset. Not in ``tx.rts``: RCC's round-trip counter
+        (``abort_cnt[18]``, the source of its round-trip figures) did not count it."""
+        if not self.costs.index_read:
+            return
+        ep = tx.ep
+        w = Waiter(ep)
+        ep.post_group([(ep.rc_qp(r.node),
+                        [self.read_wr(tx, r, 0, self.store.rsize[r.table], ("index", r))])],
+                      w)
+        yield w.arm()
+
     def local_cpu(self, tx, n: int = 1) -> None:
         """Book ``n`` local record operations on the coordinator's thread."""
         tx.ep.thread.reserve(self.sim.now, self.costs.local_access * n)

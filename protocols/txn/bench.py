@@ -31,7 +31,7 @@ from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation, long_lived_heap
 
 from ..rpc import Mesh
-from .cc import framework_txn_ns
+from .cc import framework_costs
 from .driver import (TxnSystem, abort_metrics, check_coroutines, stage_metrics,
                      type_metrics)
 from .registry import make_workload, protocol
@@ -201,8 +201,8 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     entry = protocol(proto.kind)
     cfg = entry.config_of(proto)
     if proto.framework != "none":
-        cfg = replace(cfg, costs=replace(
-            cfg.costs, txn_cpu=framework_txn_ns(proto.framework, profile.host.clock)))
+        cfg = replace(cfg, costs=framework_costs(proto.framework, profile.host.clock,
+                                                 cfg.costs))
     wl = make_workload(w.benchmark, w.params(), sc.cluster.nodes, sc.cluster.threads,
                        profile.host.clock, w.coroutines)
     hist = None

@@ -26,7 +26,7 @@ Scope
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 ONE, RPC = "one_sided", "rpc"
@@ -49,39 +49,52 @@ class SoftwareCosts:
     # worker calls GlobalLockManager::check_to_notify on every turn of its loop
     # (src/core/rworker.h), which also sees locks released by one-sided WRITEs.
     waiter_poll: float = 1000.0
-    # The framework's own CPU per transaction attempt on its coordinator's thread [ns],
-    # beyond every step the model charges (:data:`FRAMEWORK_TXN_CYCLES` at the host clock;
-    # scenario key ``protocol.framework``).
+    # What the framework's own code adds (:data:`FRAMEWORKS`, scenario key
+    # ``protocol.framework``): CPU per transaction attempt on its coordinator's thread
+    # [ns], and whether one-sided locks (and MVCC's one-sided reads) READ the record
+    # first (:meth:`protocols.txn.access.Access.index_read`).
     txn_cpu: float = 0.0
+    index_read: bool = False
 
 
-# CPU cycles a transaction framework's own code spends per attempt on the coordinator's
-# thread, beyond the steps the model charges (protocol, verbs, records, the workload's
-# logic): beginning and ending the transaction, drawing its inputs, its read/write-set
-# bookkeeping, timers and statistics. Charged before each attempt (outside every stage,
-# as RCC's stage timers leave it out). In cycles, so one framework costs its time at each
-# profile's host clock.
-FRAMEWORK_TXN_CYCLES: dict[str, float] = {
+@dataclass(frozen=True)
+class FrameworkCosts:
+    """What a transaction framework's own code adds to the steps the model charges
+    (protocol, verbs, records, the workload's logic): ``txn_cycles`` of CPU per attempt
+    on the coordinator's thread [cycles], charged before the attempt (outside every
+    stage, as RCC's stage timers leave begin, input generation, read/write-set
+    bookkeeping, timers and statistics out), in cycles so that one framework costs its
+    time at each profile's host clock; ``index_read``: its one-sided locks (and MVCC's
+    one-sided reads) READ the record whole first."""
+
+    txn_cycles: float
+    index_read: bool
+
+
+FRAMEWORKS: dict[str, FrameworkCosts] = {
     # The model's steps alone (DrTM+H's per-phase cycles are the workload's).
-    "none": 0.0,
-    # RCC (Alchem-Lab/drtmh hybrid-cc). Calibration: fitted to RCC's logged SmallBank
-    # throughput at 10 threads x 10 coroutines on 4 EDR nodes (docs/data/rcc_logs.csv,
-    # dir overall/edr; RCC fig. 15), where the coordinators are CPU-bound: RCC spends
-    # 5.7-8.6 us of thread time per transaction there, the model's steps 1.9-3.4 us.
-    # The fit is a single constant over the ten protocol x verbs points (the ten
-    # differences spread 3.6-5.3 us and do not grow with round trips). Checks on those
-    # ten runs are calibration; every other RCC log and figure validates it.
-    "rcc": 9_600.0,
+    "none": FrameworkCosts(0.0, False),
+    # RCC's code as it ran for its paper (Alchem-Lab/drtmh; logs on hybrid-cc at
+    # 64bf7c64, made by the code of deeede4e). txn_cycles is calibration: fitted to
+    # RCC's logged SmallBank throughput at 10 threads x 10 coroutines on 4 EDR nodes
+    # (docs/data/rcc_logs.csv, dir overall/edr; RCC fig. 15), where the coordinators
+    # are CPU-bound: RCC spends 5.7-8.6 us of thread time per transaction there, the
+    # model's steps 1.9-3.4 us; one constant (geometric mean of the ten ratios 1), as the
+    # ten differences do not grow with round trips. Checks on those ten runs are
+    # calibration; every other RCC log and figure validates it. index_read is read off
+    # the code (Access.index_read), not fitted.
+    "rcc": FrameworkCosts(8_100.0, True),
 }
 
 
-def framework_txn_ns(framework: str, clock_hz: float) -> float:
-    """A framework's own CPU per transaction attempt [ns] on a host of ``clock_hz``
-    [Hz] (:data:`FRAMEWORK_TXN_CYCLES`); ``ValueError`` naming the known ones."""
-    if framework not in FRAMEWORK_TXN_CYCLES:
-        raise ValueError(f"protocol.framework: one of {', '.join(FRAMEWORK_TXN_CYCLES)}, "
+def framework_costs(framework: str, clock_hz: float, costs: SoftwareCosts) -> SoftwareCosts:
+    """``costs`` with framework ``framework``'s own work on a host of ``clock_hz`` [Hz]
+    (:data:`FRAMEWORKS`); ``ValueError`` naming the known ones."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"protocol.framework: one of {', '.join(FRAMEWORKS)}, "
                          f"got {framework!r}")
-    return FRAMEWORK_TXN_CYCLES[framework] / clock_hz * 1e9
+    f = FRAMEWORKS[framework]
+    return replace(costs, txn_cpu=f.txn_cycles / clock_hz * 1e9, index_read=f.index_read)
 
 
 def resolve_stages(stages_of: tuple[str, ...], verbs: str,

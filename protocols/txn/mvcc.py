@@ -244,7 +244,8 @@ class System(TxnSystem):
         cfg = self.cfg
         self.v = cfg.option("versions", 4)
         self.access = Access(self)
-        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every)
+        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every,
+                                ack=not cfg.passive_ack)
         self.owner = _Owner(self.store, self.v)
         self._clock: dict[int, int] = {}     # owner -> logical counter
         # the lock-read returns the whole record when a one-sided WRITE installs or
@@ -353,6 +354,7 @@ class System(TxnSystem):
         st = self.store
         ts = tx.ts
         hl = WTS + 8 * self.v
+        yield from A.index_read(tx, r)
         w = yield from A.round_trip(tx, [(r.node, [A.read_wr(tx, r, 0, st.rsize[r.table],
                                                              r)])])
         raw = w.results[r].data
@@ -410,6 +412,7 @@ class System(TxnSystem):
             return w.replies[0]
         st = self.store
         ts = tx.ts
+        yield from A.index_read(tx, r)
         w = yield from A.round_trip(tx, [(r.node, [A.read_wr(tx, r, 0, WTS + 8 * self.v,
                                                              r)])])
         _, rts, wts = parse_header(w.results[r].data, self.v)

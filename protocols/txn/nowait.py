@@ -66,7 +66,8 @@ class System(TxnSystem):
     def setup(self) -> None:
         cfg = self.cfg
         self.access = Access(self)
-        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every)
+        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every,
+                                ack=not cfg.passive_ack)
         self.batch = cfg.option("lock_read_batch", True)
         self._first: dict[int, tuple] = {}    # owner -> (spec, ts) of its first attempt
         self._waiters: dict[int, list] = {}    # node -> parked lock requests
@@ -147,6 +148,7 @@ class System(TxnSystem):
         vs = store.tables[r.table].value_size
         if self.how("lock") == "one_sided":
             A = self.access
+            yield from A.index_read(tx, r)
             while True:
                 cas = A.cas_wr(tx, r, 0, 0, word, ("cas", r))
                 rd = A.read_wr(tx, r, 0, store.rsize[r.table], r)

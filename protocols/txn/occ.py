@@ -177,7 +177,10 @@ class OccSystem(TxnSystem):
 
     def register(self, ep: Endpoint) -> None:
         if self.repl is None:
-            self.repl = Replication(self, self.cfg.log_to, self.cfg.reclaim_every)
+            # RCC's OCC waits for the log's acknowledgement without passive ACK
+            # (replication module doc); DrTM+H's presets reclaim lazily
+            self.repl = Replication(self, self.cfg.log_to, self.cfg.reclaim_every,
+                                    ack=self.cfg.rcc_stages and not self.cfg.passive_ack)
         self.repl.register(ep)
         self._register(ep)
 

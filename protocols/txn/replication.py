@@ -10,12 +10,19 @@ Scope
 
     Backups apply entries lazily: every ``reclaim_every`` entries a coordinator sends one
     reclaim message (no reply) to a backup, whose handler installs them in its backup
-    copies (DrTM+H's log cleaner, ``default_log_cleaner_impl.hpp``).
+    copies (DrTM+H's log cleaner, ``default_log_cleaner_impl.hpp``). With ``ack`` the
+    coordinator instead follows the log with an acknowledgement RPC to every remote
+    backup, which carries the entries; the backup's cleaner installs them and replies,
+    and the transaction waits for every reply (a second round trip): RCC's
+    ``Logger::log_ack`` after ``log_remote`` when passive ACK is off (``PA 0``,
+    ``src/rtx/nowait_rdma.cc`` and ``occ.cc`` at hybrid-cc), whose reply the cleaner
+    skips under ``PA 1``.
 
     Entry size: 16 B of header, the inserted bytes, and per written record its key
     (12 B), table and length (4 B), version (8 B) and value.
 
-Handler ids 5 (log) and 8 (reclaim) belong to this module; protocols use the others.
+Handler ids 5 (log), 8 (reclaim) and 9 (acknowledged log) belong to this module;
+protocols use the others.
 """
 from __future__ import annotations
 
@@ -23,7 +30,8 @@ from rnicsim.verbs import WRITE, WorkRequest
 
 from ..rpc import Waiter
 
-H_LOG, H_RECLAIM = 5, 8
+H_LOG, H_RECLAIM, H_ACK = 5, 8, 9
+ACK_REPLY = 8           # the cleaner's reply [B] (a uint64_t)
 KEY_BYTES = 12          # table id + key in a request
 VER_BYTES = 8
 
@@ -32,15 +40,18 @@ class Replication:
     """Logging of one transaction system (``system``: its store, coordinators, costs).
 
     ``how`` per call: ``one_sided`` or ``two_sided``; ``log_to``: ``participants`` or
-    ``coordinator``; ``reclaim_every`` [entries]."""
+    ``coordinator``; ``reclaim_every`` [entries]; ``ack``: wait for the backups' cleaners
+    to install each log (module doc) instead of reclaiming lazily."""
 
-    def __init__(self, system, log_to: str = "participants", reclaim_every: int = 1) -> None:
+    def __init__(self, system, log_to: str = "participants", reclaim_every: int = 1,
+                 ack: bool = False) -> None:
         self.system = system
         self.store = system.store
         self.sim = system.sim
         self.costs = system.costs
         self.log_to = log_to
         self.reclaim_every = reclaim_every
+        self.ack = ack
 
     def register(self, ep) -> None:
         """The log and reclaim handlers on ``ep``."""
@@ -54,8 +65,13 @@ class Replication:
             self.apply(node, entries)
             return None, 0, c.log_apply * len(entries)
 
+        def ack(src, entries):
+            self.apply(node, entries)
+            return True, ACK_REPLY, c.log_apply * len(entries)
+
         ep.register(H_LOG, log)
         ep.register(H_RECLAIM, reclaim)
+        ep.register(H_ACK, ack)
 
     def targets(self, me: int, writes: list) -> list[int]:
         """The nodes the log of coordinator ``me`` writing ``writes`` goes to."""
@@ -68,7 +84,8 @@ class Replication:
 
     def log(self, tx, writes: list, how: str, versions: list | None = None):
         """Replicate the log of ``writes`` (records with ``new``) and wait for every
-        backup; ``versions``: the version each installs (default: the one read + 1)."""
+        backup (and, with ``ack``, for every remote backup's cleaner to install it);
+        ``versions``: the version each installs (default: the one read + 1)."""
         store = self.store
         if store.rep == 0:
             return
@@ -102,6 +119,17 @@ class Replication:
         if remote:
             tx.rts += 1
         yield w.arm()
+        if self.ack and remote:
+            # the acknowledgement carries the entries again (RCC copies the write batch
+            # into an RPC buffer); the cleaners install them before replying
+            ep.thread.reserve(self.sim.now, self.costs.copy_per_byte * size)
+            w = Waiter(ep)
+            for n in targets:
+                if n != me:
+                    ep.call(n, H_ACK, entries, size, True, w, n)
+            tx.rts += 1
+            yield w.arm()
+            return
         for n in targets:
             if n != me:
                 self._reclaim_later(ep, n, entries, size)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rnicsim.scenario import Duration, Size, register_protocol, register_workload
 
 from ..rpc import RpcConfig
-from .cc import FRAMEWORK_TXN_CYCLES, ONE, resolve_stages
+from .cc import FRAMEWORKS, ONE, resolve_stages
 from .occ import OccConfig, OccSystem
 from .registry import register_protocol as register_cc
 from .store import OCC_LAYOUT
@@ -30,9 +30,9 @@ Mode = Literal["one_sided", "two_sided", "hybrid"]
 Side = Literal["one_sided", "two_sided"]
 Verbs = Literal["rpc", "one_sided", "hybrid"]
 StageVerbs = Literal["rpc", "one_sided"]
-# Whose framework code runs the transactions: its own CPU per attempt
-# (protocols.txn.cc.FRAMEWORK_TXN_CYCLES); "none" charges the model's steps alone.
-Framework = Literal[tuple(FRAMEWORK_TXN_CYCLES)]
+# Whose framework code runs the transactions: what its own code adds
+# (protocols.txn.cc.FRAMEWORKS); "none" charges the model's steps alone.
+Framework = Literal[tuple(FRAMEWORKS)]
 
 # The stages of each of RCC's protocols (protocols.txn.cc.STAGE_BITS): what
 # ``protocol.stages`` may name and which ``hybrid_code`` bits are read.

@@ -158,7 +158,8 @@ class System(TxnSystem):
     def setup(self) -> None:
         cfg = self.cfg
         self.access = Access(self)
-        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every)
+        self.repl = Replication(self, cfg.log_to, cfg.reclaim_every,
+                                ack=not cfg.passive_ack)
         self._first: dict[int, tuple] = {}    # owner -> (spec, ts) of its first attempt
         self._waiters: dict[int, list] = {}    # node -> parked lock requests
         self._cts: dict[int, int] = {}         # owner -> commit_id_ (see module doc)
@@ -259,6 +260,7 @@ class System(TxnSystem):
         elif self.how("lock") == "one_sided":
             A = self.access
             A.lookup(tx)
+            yield from A.index_read(tx, r)
             while True:
                 cas = A.cas_wr(tx, r, 0, 0, word, ("cas", r))
                 rd = A.read_wr(tx, r, 8, store.rsize[r.table] - 8, r)

@@ -48,15 +48,18 @@ def _one(cx4, kind, verbs, read_only=False, **opts):
 
 # One remote read-modify-write on 3 nodes with 2 backups per primary. The log goes to
 # the coordinator's backups (1, 2) and the written node's (2, 0): two remote backups.
-#   one-sided: CAS + READ in one doorbell (1), log WRITEs (1), value WRITE + unlock
-#              WRITE in one doorbell (1)                                        = 3
-#   rpc:       lock RPC with the value in its reply (1), log RPCs (1), commit RPC = 3
-#   one-sided without lock_read_batch: CAS (1), READ (1), log, commit            = 4
+# Without passive ACK (RCC's PA 0) the log is followed by the acknowledgement RPCs to
+# the remote backups, whose replies are waited for (1).
+#   one-sided: CAS + READ in one doorbell (1), log WRITEs (1), acknowledgement (1),
+#              value WRITE + unlock WRITE in one doorbell (1)                    = 4
+#   rpc:       lock RPC with the value in its reply (1), log RPCs (1),
+#              acknowledgement (1), commit RPC (1)                               = 4
+#   one-sided without lock_read_batch: CAS (1), READ (1), log, ack, commit       = 5
 # One remote read-only read: the lock (1) and the release of the read lock (1)  = 2.
 @pytest.mark.parametrize("kind", ["nowait", "waitdie"])
 @pytest.mark.parametrize("verbs,opts,read_only,rts", [
-    ("one_sided", {}, False, 3), ("rpc", {}, False, 3),
-    ("one_sided", {"lock_read_batch": False}, False, 4),
+    ("one_sided", {}, False, 4), ("rpc", {}, False, 4),
+    ("one_sided", {"lock_read_batch": False}, False, 5),
     ("one_sided", {}, True, 2), ("rpc", {}, True, 2),
 ])
 def test_round_trips_of_one_uncontended_transaction(cx4, kind, verbs, opts, read_only,

@@ -12,7 +12,7 @@ from protocols.txn.api import TxnSpec
 from protocols.txn.bench import build, run_txn_bench
 from protocols.txn.history import History
 from protocols.txn.registry import make_workload
-from protocols.txn.replication import H_LOG, H_RECLAIM
+from protocols.txn.replication import H_ACK, H_LOG
 from protocols.txn.store import Table
 from rnicsim.verbs import CAS, READ, WRITE
 
@@ -73,7 +73,7 @@ _READ_1S = [("post", ((2, (("READ", 112),)),)),                       # header +
             ("post", ((2, (("CAS", 8), ("READ", 48))),))]             # rts + confirm
 _LOG_1S = [("post", ((1, (("WRITE", 48),)), (2, (("WRITE", 48),))))]
 _LOG_RPC = [("call", 1, H_LOG, True), ("call", 2, H_LOG, True)]
-_RECLAIM = [("call", 1, H_RECLAIM, False), ("call", 2, H_RECLAIM, False)]
+_ACK = [("call", 1, H_ACK, True), ("call", 2, H_ACK, True)]         # log acknowledged
 _COMMIT_1S = [("post", ((1, (("WRITE", 96), ("WRITE", 8))),))]       # wts + slots, unlock
 _LOCK_RPC = [("call", 1, mvcc.H_LOCK, True)]
 _READ_RPC = [("call", 2, mvcc.H_READ, True)]
@@ -81,17 +81,19 @@ _COMMIT_RPC = [("call", 1, mvcc.H_UPDATE, True)]
 
 
 @pytest.mark.parametrize("verbs,code,verbs_per_txn,rts", [
-    ("one_sided", None, _LOCK_1S + _READ_1S + _LOG_1S + _RECLAIM + _COMMIT_1S, 6),
-    ("rpc", None, _LOCK_RPC + _READ_RPC + _LOG_RPC + _RECLAIM + _COMMIT_RPC, 4),
-    ("hybrid", 28, _LOCK_RPC + _READ_RPC + _LOG_1S + _RECLAIM + _COMMIT_1S, 4),
-    ("hybrid", 3, _LOCK_1S + _READ_1S + _LOG_RPC + _RECLAIM + _COMMIT_RPC, 6),
+    ("one_sided", None, _LOCK_1S + _READ_1S + _LOG_1S + _ACK + _COMMIT_1S, 7),
+    ("rpc", None, _LOCK_RPC + _READ_RPC + _LOG_RPC + _ACK + _COMMIT_RPC, 5),
+    ("hybrid", 28, _LOCK_RPC + _READ_RPC + _LOG_1S + _ACK + _COMMIT_1S, 5),
+    ("hybrid", 3, _LOCK_1S + _READ_1S + _LOG_RPC + _ACK + _COMMIT_RPC, 7),
 ])
 def test_verbs_and_round_trips_of_one_transaction(cx4, verbs, code, verbs_per_txn, rts):
     """PROTOCOL-FACTS 3.6, one remote read-modify-write + one remote read. One-sided:
     lock = READ header, then CAS lock + READ rest (2); read = READ header + slots, then
-    CAS rts + READ header (2); log WRITEs (1); commit WRITE wts + slots and WRITE unlock
-    in one doorbell (1): 6 round trips. RPC: lock-read, read, log, update: 4. Hybrid 28
-    (log, release, commit one-sided): 4; hybrid 3 (lock, read one-sided): 6."""
+    CAS rts + READ header (2); log WRITEs (1); the log's acknowledgement RPCs, answered
+    once the backups installed it (1, no passive ACK); commit WRITE wts + slots and
+    WRITE unlock in one doorbell (1): 7 round trips. RPC: lock-read, read, log,
+    acknowledgement, update: 5. Hybrid 28 (log, release, commit one-sided): 5; hybrid 3
+    (lock, read one-sided): 7."""
     b, hist, log = _build(cx4, _cfg(verbs, code))
     m = run_txn_bench(b, 0.0, 100_000.0, drain=True)
     n = len(hist)              # the window's commits and the one drained after it
@@ -149,7 +151,7 @@ def test_reads_return_the_newest_version_below_their_timestamp(cx4, verbs, code)
                                         **({"hybrid_code": code} if code else {})))
     hist = History()
     b = build(cx4, 3, 2, wl, cfg, 3, seed=4, history=hist, kind="mvcc")
-    run_txn_bench(b, 0.0, 150_000.0, drain=True)
+    run_txn_bench(b, 0.0, 400_000.0, drain=True)
     cc = b.cc
     assert cc.stats.aborted > 0
     older = 0
