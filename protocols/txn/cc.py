@@ -79,8 +79,8 @@ FRAMEWORKS: dict[str, FrameworkCosts] = {
     # RCC's logged SmallBank throughput at 10 threads x 10 coroutines on 4 EDR nodes
     # (docs/data/rcc_logs.csv, dir overall/edr; RCC fig. 15), where the coordinators
     # are CPU-bound: RCC spends 5.7-8.6 us of thread time per transaction there, the
-    # model's steps 1.9-3.4 us; one constant (geometric mean of the ten ratios 1), as the
-    # ten differences do not grow with round trips. Checks on those ten runs are
+    # model's steps alone 2.3-3.8 us; one constant (geometric mean of the ten ratios 1), as
+    # the ten differences do not grow with round trips. Checks on those ten runs are
     # calibration; every other RCC log and figure validates it. index_read is read off
     # the code (Access.index_read), not fitted.
     "rcc": FrameworkCosts(8_100.0, True),

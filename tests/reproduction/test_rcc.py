@@ -1,7 +1,7 @@
 """RCC's study (R1-R14): ``rnicsim reproduce rcc``'s scenarios, ``scenarios/rcc/``.
 
 The default run loads every scenario (each declares claim checks, all of them validation
-but the ten that RCC's framework cost was fitted to: SmallBank's logged throughputs in
+but the ten that RCC's framework CPU was fitted to: SmallBank's logged throughputs in
 ``fig15_logs_edr``) and runs a few at ``smoke`` size (3 nodes x 2 threads, seconds each)
 for the orderings that size shows. Marked ``repro`` (``make test-all``):
 every claim check of each scenario at ``demo`` size, split into the findings the model
@@ -55,8 +55,8 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "TPC-C best: one-sided SUNDIAL above one-sided OCC",
         "YCSB best: one-sided MVCC above one-sided NOWAIT",
         "YCSB best: one-sided MVCC above one-sided WAITDIE",
-        # one-sided NOWAIT's READ before each lock (RCC's code) costs it SmallBank's
-        # lead over RPC (0.92); MVCC's extra round trips 1.39x; TPC-C SUNDIAL a tie
+        # one-sided NOWAIT's READ before each lock (RCC's code) costs it TPC-C's lead
+        # over RPC (0.92); MVCC's extra round trips 1.39x; TPC-C SUNDIAL a tie
         "EDR: one-sided NOWAIT >= RPC on every workload",
         "SmallBank: one-sided MVCC 72% more round trips than RPC",
         "TPC-C best: one-sided SUNDIAL above RPC SUNDIAL",
@@ -185,7 +185,7 @@ def _rows(name: str, size: str, extra: list[str] | None = None):
 def test_rcc_scenarios_declare_validation_checks_and_gaps_name_them():
     """``rnicsim reproduce rcc`` finds exactly the study's scenarios, each running RCC's
     framework (``protocol.framework: rcc``); the checks are validation but the ten
-    SmallBank throughputs of RCC's logs that the framework cost was fitted to
+    SmallBank throughputs of RCC's logs that the framework CPU was fitted to
     (calibration), and every R1-R14 claim has a validation check; every KNOWN_GAPS note
     is the note of a check of its scenario. Loads only."""
     assert "rcc" in available()
