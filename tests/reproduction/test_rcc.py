@@ -42,7 +42,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         # attempts RPC, 7 of 481 one-sided)
         "YCSB RPC OCC: 1.0% of attempts abort",
         "YCSB one-sided OCC: 0.9% of attempts abort",
-        # abort rates resting on a handful of aborts at demo size
+        # RPC SUNDIAL: no abort in the demo window; one-sided WAITDIE: 5.9% (2.2x RCC's)
         "YCSB RPC SUNDIAL: 0.9% of attempts abort",
         "YCSB one-sided WAITDIE: 2.7% of attempts abort",
     },
