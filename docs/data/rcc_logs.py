@@ -72,6 +72,11 @@ def _git(repo: str, *args: str) -> str:
     return subprocess.check_output(["git", "-C", repo, *args], text=True, errors="replace")
 
 
+def _verbs(m: re.Match) -> str:
+    """The verbs of a log's file name (``onesided`` -> ``one_sided``)."""
+    return "one_sided" if m.group(4) == "onesided" else "rpc"
+
+
 def row(path: str, text: str) -> dict | None:
     """One run's row from its master log, or None when it printed no epoch."""
     m = _NAME.search(path)
@@ -86,7 +91,7 @@ def row(path: str, text: str) -> dict | None:
     lat = _LAT.search(text)
     n = len(sys_lines)
     out = {"dir": path[len(OUT):].rsplit("/", 1)[0], "benchmark": m.group(2),
-           "protocol": m.group(1), "verbs": "one_sided" if m.group(4) == "onesided" else "rpc",
+           "protocol": m.group(1), "verbs": _verbs(m),
            "nodes": nodes, "threads": res.group(2) if res else "",
            "coroutines": res.group(3) if res else "",
            "scale_factor": scale.group(1) if scale else "",
@@ -104,8 +109,7 @@ def type_rows(path: str, text: str) -> list[dict]:
     m = _NAME.search(path)
     if m is None:
         return []
-    verbs = "one_sided" if m.group(4) == "onesided" else "rpc"
-    return [{"protocol": m.group(1), "verbs": verbs, "type": TYPES[t], "executed": n,
+    return [{"protocol": m.group(1), "verbs": _verbs(m), "type": TYPES[t], "executed": n,
              **{k: f"{float(v) * 1000:.1f}" for k, v in
                 zip(("lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us"),
                     (mean, p50, p90, p99))}}
