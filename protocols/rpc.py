@@ -6,7 +6,10 @@ Scope
     pair per peer node (``qps_per_peer`` pairs with the 80-node emulation) connecting
     thread ``i`` of node ``n`` with thread ``i`` of node ``m``, as DrTM+H and FaSST pair
     their threads. A :class:`Mesh` builds the endpoints of a cluster; the RC QPs serve
-    one-sided verbs as well as RC RPCs.
+    one-sided verbs as well as RC RPCs. With ``loopback``, each thread also gets an RC QP
+    pair to itself (``rc_qp(own node)``), for software that reaches its own node's
+    memory through the NIC (the NIC turns those messages around inside:
+    :mod:`rnicsim.fabric`); a UD message to the own node needs no extra QP.
 
     - Requests go to the same thread index on the destination node; handlers run in the
       destination thread's event loop and their CPU (``dispatch`` per message plus what
@@ -460,10 +463,11 @@ class Mesh:
     ``rc`` builds one RC QP pair per (node, peer, thread index) (``qps_per_peer`` pairs
     with the 80-node emulation); ``ud`` one UD QP per thread. RECV queues are deep enough
     for every message peers can have in flight (``in_flight`` messages per peer thread).
+    ``loopback``: every thread also has an RC QP pair (``qps_per_peer`` pairs) to itself.
     """
 
     def __init__(self, cluster, threads: int, cfg: RpcConfig, rc: bool = True,
-                 qps_per_peer: int = 1, in_flight: int = 16) -> None:
+                 qps_per_peer: int = 1, in_flight: int = 16, loopback: bool = False) -> None:
         self.cluster = cluster
         self.sim = cluster.sim
         self.cfg = cfg
@@ -499,18 +503,19 @@ class Mesh:
             # threads x n^2 QPs: built with the collector held off (rnicsim.sim)
             with long_lived_heap():
                 self._connect_rc(n, threads, qps_per_peer, cfg.transport != "ud",
-                                 2 * in_flight + 4 * cfg.recv_batch)
+                                 2 * in_flight + 4 * cfg.recv_batch, loopback)
 
     def _connect_rc(self, n: int, threads: int, qps_per_peer: int, two_sided: bool,
-                    per: int) -> None:
-        """One RC QP pair per (node, peer, thread index), ``qps_per_peer`` times; with
-        two-sided RC RPC each end gets ``per`` RECVs."""
+                    per: int, loopback: bool) -> None:
+        """One RC QP pair per (node, peer, thread index), ``qps_per_peer`` times, and
+        with ``loopback`` per (node, thread index) with itself; with two-sided RC RPC
+        each end gets ``per`` RECVs."""
         # Memory per QP matters here (threads x nodes^2 of them): the owners are the
         # endpoints' own key tuples, not new ones per QP.
         keys = {k: k for k in self.endpoints}
         owner, peer_qp = self.qp_owner, self.peer_qp
         for node in range(n):
-            for m in range(node + 1, n):
+            for m in range(node if loopback else node + 1, n):
                 for i in range(threads):
                     a, b = self.endpoints[(node, i)], self.endpoints[(m, i)]
                     ka, kb = keys[(node, i)], keys[(m, i)]
@@ -518,7 +523,9 @@ class Mesh:
                         qa, qb = a.create_qp("RC"), b.create_qp("RC")
                         qa.connect(qb)
                         a.rc.setdefault(m, []).append(qa)
-                        b.rc.setdefault(node, []).append(qb)
+                        if m != node:
+                            # (with itself, qb is reached through qa: rc_qp gives qa)
+                            b.rc.setdefault(node, []).append(qb)
                         # the owner of the far end, as seen from each end
                         owner[qa] = kb
                         owner[qb] = ka

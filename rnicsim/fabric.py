@@ -11,6 +11,15 @@ Topologies:
 Routes are computed lazily with networkx and cached; a route is the list of link
 directions a message crosses, starting with the sender's egress.
 
+Loopback: a message from a NIC to a QP of the same NIC (RC QPs connected on one NIC, a UD
+send to one of its own QPs) never reaches the port's cable or a switch; the NIC turns it
+around inside (InfiniBand: a destination LID equal to the port's own). Its route is the
+NIC's loopback direction alone (``nic<i>->loopback``): no propagation, no switch, the
+port's data rate (no public measurement of the internal path's rate was found; with
+the small messages that go this way, PCIe and the NIC's processing units bound it
+first). The NIC processes it as any other message: WQE fetch, send scheduler,
+responder, DMA and completion.
+
 Flow control follows ``link.kind``: InfiniBand switches hold the upstream when more than
 ``buffer_per_port`` waits (credits); RoCE switches run PFC (``switch.pfc_*``) and, when the
 NICs run DCQCN (``nic.dcqcn``: their packets are ECN-capable), mark ECN (``switch.ecn_*``)
@@ -81,6 +90,7 @@ class Fabric:
         self.graph = nx.Graph()
         self.switches: dict[str, Switch] = {}
         self.egress: dict[int, LinkDir] = {}
+        self.loopback: dict[int, LinkDir] = {}    # NIC -> its internal turn-around
         self.nic_switch: dict[int, str] = {}
         self.nics: list = []
         self._routes: dict[tuple[int, int], list[LinkDir]] = {}
@@ -128,15 +138,21 @@ class Fabric:
         # hw/calendar.py); message and fifo serve a message whole (the NIC's send
         # scheduler picks the next one, hw/arbiter.py PerMessageRoundRobin._on_pull).
         self.egress[nic].interleave = self.tx_arbitration == "packet"
+        self.loopback[nic] = LinkDir(f"nic{nic}->loopback", self.rate, 0.0, env=self.env,
+                                     mtu_bytes=self.mtu_bytes)
         self.switches[swname].port(f"nic{nic}", self.rate, self.prop)
         self.nic_switch[nic] = swname
         self.graph.add_edge(f"nic{nic}", swname)
 
     def route(self, src: int, dst: int) -> list[LinkDir]:
-        """Link directions from NIC ``src`` to NIC ``dst`` (cached)."""
+        """Link directions from NIC ``src`` to NIC ``dst`` (cached); ``src == dst``: the
+        NIC's loopback direction alone (module doc)."""
         key = (src, dst)
         r = self._routes.get(key)
         if r is not None:
+            return r
+        if src == dst:
+            r = self._routes[key] = [self.loopback[src]]
             return r
         a, b = self.nic_switch[src], self.nic_switch[dst]
         if a == b:
@@ -174,8 +190,8 @@ class Fabric:
         set_rate(self.switches[self.nic_switch[nic]].ports[f"nic{nic}"], rate_bps)
 
     def links(self) -> list[LinkDir]:
-        """Every link direction of the fabric."""
-        out = list(self.egress.values())
+        """Every link direction of the fabric (the NICs' loopback directions included)."""
+        out = list(self.egress.values()) + list(self.loopback.values())
         for s in self.switches.values():
             out.extend(s.ports.values())
         return out

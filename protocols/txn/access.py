@@ -127,13 +127,12 @@ class Access:
             yield self.sim.timeout(self.costs.waiter_poll)
 
     def unlock_local(self, tx, recs: list, unlock) -> list:
-        """Mark ``recs`` unlocked, call ``unlock(r)`` for those of the coordinator's
-        node (its CPU releases them) and return the remote ones, in order."""
-        node = tx.ep.node
+        """Mark ``recs`` unlocked, call ``unlock(r)`` for those the coordinator's CPU
+        releases (:meth:`TxnSystem.by_cpu`) and return the others, in order."""
         remote = []
         for r in recs:
             r.locked = False
-            if r.node == node:
+            if self.system.by_cpu(tx, r.node):
                 unlock(r)
             else:
                 remote.append(r)

@@ -52,9 +52,12 @@ class SoftwareCosts:
     # What the framework's own code adds (:data:`FRAMEWORKS`, scenario key
     # ``protocol.framework``): CPU per transaction attempt on its coordinator's thread
     # [ns], and whether one-sided locks (and MVCC's one-sided reads) READ the record
-    # first (:meth:`protocols.txn.access.Access.index_read`).
+    # first (:meth:`protocols.txn.access.Access.index_read`), and whether the
+    # coordinator reaches its own node's records through the NIC as well
+    # (:meth:`protocols.txn.driver.TxnSystem.by_cpu`).
     txn_cpu: float = 0.0
     index_read: bool = False
+    loopback: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,15 +68,18 @@ class FrameworkCosts:
     stage, as RCC's stage timers leave begin, input generation, read/write-set
     bookkeeping, timers and statistics out), in cycles so that one framework costs its
     time at each profile's host clock; ``index_read``: its one-sided locks (and MVCC's
-    one-sided reads) READ the record whole first."""
+    one-sided reads) READ the record whole first; ``loopback``: the coordinator's own
+    node's records go through the NIC as every other node's do (one-sided verbs on an RC
+    QP to itself, RPCs to itself) instead of its CPU touching them."""
 
     txn_cycles: float
     index_read: bool
+    loopback: bool
 
 
 FRAMEWORKS: dict[str, FrameworkCosts] = {
     # The model's steps alone (DrTM+H's per-phase cycles are the workload's).
-    "none": FrameworkCosts(0.0, False),
+    "none": FrameworkCosts(0.0, False, False),
     # RCC's code as it ran for its paper (Alchem-Lab/drtmh; logs on hybrid-cc at
     # 64bf7c64, made by the code of deeede4e). txn_cycles is calibration: fitted to
     # RCC's logged SmallBank throughput at 10 threads x 10 coroutines on 4 EDR nodes
@@ -81,9 +87,13 @@ FRAMEWORKS: dict[str, FrameworkCosts] = {
     # are CPU-bound: RCC spends 5.7-8.6 us of thread time per transaction there, the
     # model's steps alone 2.3-3.8 us; one constant (geometric mean of the ten ratios 1), as
     # the ten differences do not grow with round trips. Checks on those ten runs are
-    # calibration; every other RCC log and figure validates it. index_read is read off
-    # the code (Access.index_read), not fitted.
-    "rcc": FrameworkCosts(8_100.0, True),
+    # calibration; every other RCC log and figure validates it. index_read and loopback
+    # are read off the code, not fitted: index_read is Access.index_read; loopback, as
+    # every protocol object of RCC's workers is built with response_node -1
+    # (src/app/smallbank/bank_worker.cc, tpcc_worker.cc), which TXOpBase keeps as its
+    # node_id_ (src/rtx/txn_interface.h, tx_operator.hpp), so no record ever takes a
+    # `pid == node_id_` local branch (nowait_rdma.cc's local lock path is assert(false)).
+    "rcc": FrameworkCosts(7_800.0, True, True),
 }
 
 
@@ -94,7 +104,8 @@ def framework_costs(framework: str, clock_hz: float, costs: SoftwareCosts) -> So
         raise ValueError(f"protocol.framework: one of {', '.join(FRAMEWORKS)}, "
                          f"got {framework!r}")
     f = FRAMEWORKS[framework]
-    return replace(costs, txn_cpu=f.txn_cycles / clock_hz * 1e9, index_read=f.index_read)
+    return replace(costs, txn_cpu=f.txn_cycles / clock_hz * 1e9, index_read=f.index_read,
+                   loopback=f.loopback)
 
 
 def resolve_stages(stages_of: tuple[str, ...], verbs: str,

@@ -108,6 +108,13 @@ class TxnSystem:
         for ep in mesh.endpoints.values():
             self.register(ep)
 
+    def by_cpu(self, tx: Txn, node: int) -> bool:
+        """Whether the coordinator of ``tx`` reaches the records of ``node`` with its own
+        CPU: those of its own node, unless the framework sends them through the NIC
+        like every other node's (``SoftwareCosts.loopback``: loopback one-sided verbs
+        on an RC QP to itself, RPCs to itself)."""
+        return node == tx.ep.node and not self.costs.loopback
+
     # ================================================================ hooks
     def setup(self) -> None:
         """Build the protocol's shared parts (before any handler is registered)."""

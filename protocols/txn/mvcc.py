@@ -54,7 +54,9 @@ Scope
     the lock is held. A record read for update takes the lock path (RCC's ``write``); a
     record read and later written, or written without a read, is locked at commit.
     Records of the coordinator's node are read, locked, installed and released by its
-    CPU, and the owner of an RPC does the same work (:class:`_Owner`).
+    CPU (unless the framework sends them through the NIC:
+    :meth:`~protocols.txn.driver.TxnSystem.by_cpu`), and the owner of an RPC does the
+    same work (:class:`_Owner`).
 
 Deviations from RCC's code, and why
     - One-sided read: RCC READs the header again and then CASes rts, but never posts
@@ -63,8 +65,9 @@ Deviations from RCC's code, and why
       in one doorbell: rts must be raised before the confirmation, or a writer older
       than ``ts`` that locks between the two sees the old rts and installs a version the
       read should have returned (not serializable). Round trips stay RCC's 2.
-    - RCC's one-sided lock, commit and release post to the NIC for local records too
-      (loopback); this framework has no loopback QPs, so the CPU does them.
+    - RCC's code reaches its own node's records through the NIC too (loopback QPs, RPCs
+      to itself); here that takes ``framework: rcc`` (``SoftwareCosts.loopback``),
+      without which the coordinator's CPU does them.
     - A record read for update and not written is unlocked at commit (``release``
       stage); RCC installs its unchanged value as a new version.
     - An aborted attempt waits for its release as RCC's ``release_writes`` does.
@@ -342,7 +345,7 @@ class System(TxnSystem):
     def _read(self, tx: Txn, r: Rec):
         """(status, count, value) of the read of ``r`` in the ``read`` stage's verbs."""
         ep = tx.ep
-        if r.node == ep.node:
+        if self.by_cpu(tx, r.node):
             yield ep.compute(self.costs.local_access)
             return self.owner.read(r.node, r.table, r.slot, tx.ts)
         A = self.access
@@ -400,7 +403,7 @@ class System(TxnSystem):
         """(status, later, count, value, held) of the lock-read of ``r`` in the ``lock``
         stage's verbs (status ``locked``: refused after locking, the lock is held)."""
         ep = tx.ep
-        if r.node == ep.node:
+        if self.by_cpu(tx, r.node):
             yield ep.compute(self.costs.local_access)
             return self.owner.lock(r.node, r.table, r.slot, tx.ts, False)
         A = self.access
@@ -437,12 +440,11 @@ class System(TxnSystem):
     # ================================================================ commit, release
     def commit_writes(self, tx: Txn, writes: list[Rec]):
         """Install every written record as a new version and unlock it."""
-        ep = tx.ep
         remote = []
         for r in writes:
             r.locked = False
             h = r.aux
-            if r.node == ep.node:
+            if self.by_cpu(tx, r.node):
                 self.owner.install(r.node, r.table, r.slot, h.victim, h.install, tx.ts,
                                    r.new)
                 self.access.local_cpu(tx)

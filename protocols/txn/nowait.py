@@ -32,8 +32,9 @@ Scope
     RCC's scripts set it, and changes nothing.
     A record written without being read is locked (and its header read) at commit, in
     the ``lock`` stage's verbs. Local records are locked and read by the coordinator's
-    CPU. An aborted attempt unlocks what it holds without waiting (WRITE 0 or a release
-    RPC without reply).
+    CPU (unless the framework sends them through the NIC:
+    :meth:`~protocols.txn.driver.TxnSystem.by_cpu`). An aborted attempt unlocks what it
+    holds without waiting (WRITE 0 or a release RPC without reply).
 
 Stages timed (metric ``lat_<stage>_us``): ``read`` (the body, with its locks), ``lock``
 (commit-time locks of blind writes), ``log``, ``commit``, ``release``.
@@ -136,9 +137,8 @@ class System(TxnSystem):
     def lock_record(self, tx: Txn, r: Rec, write: bool):
         """Lock ``r`` exclusively and read it (seq and value into ``r``)."""
         word = (tx.ts << LOCK_SHIFT) | (1 if write else 0)
-        ep = tx.ep
         store = self.store
-        if r.node == ep.node:
+        if self.by_cpu(tx, r.node):
             # the CPU's CAS on the lock word (WAIT-DIE polls it again while it waits)
             yield from self.access.lock_local(tx, r, word, self.conflict)
             r.locked = True
@@ -180,12 +180,11 @@ class System(TxnSystem):
 
     def commit_writes(self, tx: Txn, writes: list[Rec]):
         """Install every written record (seq + 1, value) and unlock it."""
-        ep = tx.ep
         store = self.store
         pa = self.cfg.passive_ack
         remote = []
         for r in writes:
-            if r.node == ep.node:
+            if self.by_cpu(tx, r.node):
                 store.install_local(r.node, r.table, r.slot, r.version + 1, r.new)
                 store.unlock_local(r.node, r.table, r.slot)
                 r.locked = False

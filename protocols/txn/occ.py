@@ -64,7 +64,8 @@ Scope
 
     CPU: per phase the workload's cost (DrTM+H Table 3, cycles at the host clock) on
     the coordinator; handlers book ``rpc.dispatch`` + ``record_op`` per record (+ copy per
-    log byte) on the serving thread; local records cost ``local_access``.
+    log byte) on the serving thread; local records cost ``local_access`` (unless the
+    framework sends them through the NIC: :meth:`~protocols.txn.driver.TxnSystem.by_cpu`).
 
     Logging: the log goes to the backups of every node written plus the coordinator's
     (DrTM+H) or to the coordinator's backups (FaSST). Backups apply entries lazily: every
@@ -297,8 +298,8 @@ class OccSystem(TxnSystem):
         mode = cfg.ro_read if tx.spec.read_only else cfg.execution
         lock_now = cfg.lock_in_execution
         owner = tx.owner
-        local = [r for r in recs if r.node == node]
-        remote = [r for r in recs if r.node != node]
+        local = [r for r in recs if self.by_cpu(tx, r.node)]
+        remote = [r for r in recs if not self.by_cpu(tx, r.node)]
         if local:
             tx.local += 1
         for r in local:
@@ -450,7 +451,7 @@ class OccSystem(TxnSystem):
         failed = False
         remote = []
         for r in writes:
-            if r.node == node:
+            if self.by_cpu(tx, r.node):
                 ep.thread.reserve(self.sim.now, self.costs.local_access)
                 if store.lock_local(node, r.table, r.slot, owner) != 0:
                     failed = True
@@ -506,7 +507,7 @@ class OccSystem(TxnSystem):
         failed = False
         remote = []
         for r in reads:
-            if r.node == node:
+            if self.by_cpu(tx, r.node):
                 ep.thread.reserve(self.sim.now, self.costs.local_access)
                 lock, ver = store.header_local(node, r.table, r.slot)
                 failed |= bool(lock and not r.locked) or ver != r.version
@@ -557,7 +558,7 @@ class OccSystem(TxnSystem):
         pa = cfg.passive_ack
         remote = []
         for r in writes:
-            if r.node == node:
+            if self.by_cpu(tx, r.node):
                 ep.thread.reserve(self.sim.now, self.costs.local_access)
                 store.install_local(node, r.table, r.slot, r.version + 1, r.new)
                 store.unlock_local(node, r.table, r.slot)
@@ -610,7 +611,7 @@ class OccSystem(TxnSystem):
             if not r.locked:
                 continue
             r.locked = False
-            if r.node == node:
+            if self.by_cpu(tx, r.node):
                 store.unlock_local(node, r.table, r.slot)
             else:
                 remote.append(r)

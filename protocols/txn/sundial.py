@@ -51,8 +51,9 @@ Scope
     ``release``  after an abort, WRITE 0 to each lock held       one release RPC per node
     ===========  ==============================================  ========================
 
-    Local records are read, locked, renewed and installed by the coordinator's CPU. A
-    record the body read without ``for_update`` and then wrote is locked at commit (the
+    Local records are read, locked, renewed and installed by the coordinator's CPU
+    (unless the framework sends them through the NIC:
+    :meth:`~protocols.txn.driver.TxnSystem.by_cpu`). A record the body read without ``for_update`` and then wrote is locked at commit (the
     ``lock`` stage's verbs) and aborts with ``validation`` if its ``wts`` changed since
     the read; a record written without a read is locked (and read) at commit. A record
     locked but not written keeps its value and version; its lease is extended to ``cts``
@@ -221,7 +222,7 @@ class System(TxnSystem):
     def read_record(self, tx: Txn, r: Rec):
         """Read ``r`` without locking it (its lease, count and value into ``r``)."""
         ep = tx.ep
-        if r.node == ep.node:
+        if self.by_cpu(tx, r.node):
             yield ep.compute(self.costs.local_access)
             _, word, count, value = self._local(r.node, r.table, r.slot)
         elif self.how("read") == "one_sided":
@@ -251,10 +252,9 @@ class System(TxnSystem):
 
     def lock_record(self, tx: Txn, r: Rec):
         """Write-lock ``r`` and read it (lease, count and value into ``r``)."""
-        ep = tx.ep
         store = self.store
         word = tx.ts
-        if r.node == ep.node:
+        if self.by_cpu(tx, r.node):
             yield from self.access.lock_local(tx, r, word, self.conflict)
             _, lw, count, value = self._local(r.node, r.table, r.slot)
         elif self.how("lock") == "one_sided":
@@ -295,11 +295,10 @@ class System(TxnSystem):
         """Renew the leases of ``reads`` (read, not locked) to ``cts``; ``Abort
         ("validation")`` if one cannot be (see :func:`renewable`)."""
         cts = self._cts.get(tx.owner, 0)
-        ep = tx.ep
         mrs = self.store.mrs
         remote = []
         for r in reads:
-            if r.node != ep.node:
+            if not self.by_cpu(tx, r.node):
                 remote.append(r)
                 continue
             self.access.local_cpu(tx)
@@ -375,7 +374,6 @@ class System(TxnSystem):
         if tx.spec.phase_ns[3]:
             yield tx.ep.compute(tx.spec.phase_ns[3])
         cts = self._cts.get(tx.owner, 0)
-        ep = tx.ep
         pa = self.cfg.passive_ack
         remote = []
         for r in locked:
@@ -384,7 +382,7 @@ class System(TxnSystem):
             else:
                 data = _U64.pack(lease(r.aux[0], max(r.aux[1], cts)))
             r.locked = False
-            if r.node == ep.node:
+            if self.by_cpu(tx, r.node):
                 mr = self.store.mrs[r.node]
                 mr.write(self._off(r) + 8, data)
                 mr.write_u64(self._off(r), 0)

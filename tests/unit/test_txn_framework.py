@@ -48,7 +48,7 @@ def test_cycles_become_time_at_the_host_clock():
     assert framework_costs("none", 2.2e9, base) == base
     rcc = framework_costs("rcc", 2.2e9, base)
     assert rcc.txn_cpu == pytest.approx(FRAMEWORKS["rcc"].txn_cycles / 2.2)
-    assert rcc.index_read and rcc.local_access == base.local_access
+    assert rcc.index_read and rcc.loopback and rcc.local_access == base.local_access
     with pytest.raises(ValueError, match=r"protocol.framework: one of none, rcc"):
         framework_costs("farm", 2.2e9, base)
 
@@ -61,7 +61,7 @@ _SC = {"version": 1, "name": "fw", "cluster": {"nodes": 2, "nic": {"profile": "c
 
 
 def test_scenario_key_slows_a_cpu_bound_point_and_bad_values_name_the_key():
-    """``protocol.framework: rcc`` costs 8,100 cycles per attempt: a one-sided OCC
+    """``protocol.framework: rcc`` costs its cycles per attempt: a one-sided OCC
     Balance (reads and a validation, no log, no remote CPU), one coroutine per thread,
     takes longer on average, and the window commits fewer; an unknown name is refused
     naming the key."""
@@ -99,3 +99,22 @@ def test_log_ack_and_index_read_add_their_waits():
     assert rcc["round_trips_per_txn"] <= 4.0
     assert rcc["lat_txn_deposit_checking_us"] > ack["lat_txn_deposit_checking_us"] + \
         FRAMEWORKS["rcc"].txn_cycles / 2.2e3
+
+
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+def test_rcc_reaches_its_own_records_through_the_nic(verbs):
+    """On one node with no backups every record is the coordinator's own. Without a
+    framework its CPU locks, reads and installs them: no round trip. RCC's framework
+    sends them through the NIC as any other node's (loopback QP, RPC to itself): a
+    DepositChecking then waits for its lock and its commit, two round trips, and takes
+    microseconds more than the framework's CPU alone adds."""
+    sc = {**_SC, "cluster": {**_SC["cluster"], "nodes": 1},
+          "workload": {**_SC["workload"], "smallbank_mix": {"deposit_checking": 100}},
+          "protocol": {"kind": "nowait", "verbs": verbs, "rep_factor": 0}}
+    none = run_point(resolve(sc, "<fw>"))
+    rcc = run_point(resolve({**sc, "protocol": {**sc["protocol"], "framework": "rcc"}},
+                            "<fw>"))
+    assert none["round_trips_per_txn"] == 0.0
+    assert rcc["round_trips_per_txn"] == 2.0
+    assert rcc["lat_txn_deposit_checking_us"] - none["lat_txn_deposit_checking_us"] > \
+        FRAMEWORKS["rcc"].txn_cycles / 2.2e3 + 2 * 1.0
