@@ -53,12 +53,13 @@ Scope
 
     Local records are read, locked, renewed and installed by the coordinator's CPU
     (unless the framework sends them through the NIC:
-    :meth:`~protocols.txn.driver.TxnSystem.by_cpu`). A record the body read without ``for_update`` and then wrote is locked at commit (the
-    ``lock`` stage's verbs) and aborts with ``validation`` if its ``wts`` changed since
-    the read; a record written without a read is locked (and read) at commit. A record
-    locked but not written keeps its value and version; its lease is extended to ``cts``
-    at commit (RCC writes every write-set record back with ``wts = rts = cts``; without
-    a new value this simulator keeps the version, so the history shows no write).
+    :meth:`~protocols.txn.driver.TxnSystem.by_cpu`). A record the body read without
+    ``for_update`` and then wrote is locked at commit (the ``lock`` stage's verbs) and
+    aborts with ``validation`` if its ``wts`` changed since the read; a record written
+    without a read is locked (and read) at commit. A record locked but not written keeps
+    its value and version; its lease is extended to ``cts`` at commit (RCC writes every
+    write-set record back with ``wts = rts = cts``; without a new value this simulator
+    keeps the version, so the history shows no write).
 
 Deviations from RCC's code, and why
     - A retry keeps its transaction's first lock timestamp (RCC's ``begin`` takes a
