@@ -28,7 +28,7 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
              "r14_nowait_batching", "table1_2_threads_msg_rate", "table3_tcp"]
 
 # (scenario, size) -> notes of the claim checks the model does not reproduce (measured
-# values and causes: docs/model.md, "RCC gaps"). 85 of the 305 measured validation checks
+# values and causes: docs/model.md, "RCC gaps"). 79 of the 305 measured validation checks
 # at demo size. Most come from three causes: YCSB's usleep (each attempt holds its thread
 # ~67 us, so at demo size every protocol's thread is sleep-bound and the differences RCC
 # sees in network work shrink to ties); table 2's message rates read per node (they
