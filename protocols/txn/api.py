@@ -113,6 +113,16 @@ class Txn:
         ``Worker.sleep``)."""
         return self.ep.sleep(ns)
 
+    def prepare(self):
+        """The protocol's pre-commit work that RCC's benchmark does between a
+        transaction's accesses and its computation (use ``yield from``): RCC's YCSB
+        (``ycsb_func`` in ``src/app/smallbank/bank_worker_new_api.cc``) loads its reads
+        and, one-sided, calls ``prepare()`` after its reads and writes and before its
+        ``usleep``, so SUNDIAL renews its read leases here, before the sleep, and its
+        commit renews only what the body read afterwards or what a commit-time lock made
+        due. The other protocols do nothing here."""
+        yield from self.cc.prepare(self)
+
     def read(self, table: int, key, for_update: bool = False):
         """Read one record; returns its value bytes (use ``yield from``): the value this
         transaction wrote to it, if it did, else the committed value it read."""

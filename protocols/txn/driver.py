@@ -25,6 +25,8 @@ Scope
     ``settle(tx)``       after an abort, wait for requests still in flight (default none)
     ``release(tx)``      after an abort: release what the attempt holds
     ``read_records``     read records the body asked for (``Txn.read_many``)
+    ``prepare(tx)``      work the body asks for before its computation (``Txn.prepare``;
+                         default none)
     ``fetch_post/wait``  prefetch support (``prefetches()`` says whether it is on)
     ``write_unread``     a write of a record not read first (a new :class:`.api.Rec` or
                          ``ValueError``)
@@ -139,6 +141,11 @@ class TxnSystem:
         """Read ``recs`` (registered, not yet read) for the body."""
         raise NotImplementedError
 
+    def prepare(self, tx: Txn):
+        """The body's :meth:`Txn.prepare` (use ``yield from``): default nothing."""
+        return
+        yield
+
     def prefetches(self) -> bool:
         """Whether ``Txn.prefetch`` posts reads ahead (default: no)."""
         return False
@@ -202,7 +209,11 @@ class TxnSystem:
                         self.history.abort(f"a{self._next_aid}")
                     yield from self.release(tx)
                     if self.retry_backoff:
-                        hi = self.costs.backoff * (1 << min(tries, 6))
+                        # Uniform in [0, backoff x 2^tries), doubling up to 2^10: a cap
+                        # below an attempt's length can leave two coordinators whose
+                        # lock requests each wait out the other's usleep failing in
+                        # lockstep for ever (1 coroutine each, every record written).
+                        hi = self.costs.backoff * (1 << min(tries, 10))
                         yield sim.timeout(float(rng.random()) * hi)
                     else:
                         # yield_next: give the thread to the coroutines ready now, then

@@ -202,10 +202,23 @@ class System(TxnSystem):
             if not r.locked:
                 yield from self.timed(tx, "lock", self.lock_late(tx, r))
         reads = [r for r in recs if not r.locked and r.version >= 0]
+        if tx.state is not None and tx.state[0] == self._cts.get(owner, 0):
+            # renewed through this commit timestamp in prepare(): only later reads left
+            reads = [r for r in reads if id(r) not in tx.state[1]]
         yield from self.timed(tx, "renew", self.renew(tx, reads))
         yield from self.timed(tx, "log", self.log_writes(tx, writes))
         yield from self.timed(tx, "commit", self.commit_locked(
             tx, [r for r in recs if r.locked]))
+
+    def prepare(self, tx: Txn):
+        """Renew the leases of the records read so far (not locked) to the commit
+        timestamp now, before the body's computation, as RCC's YCSB does (its
+        ``load_read`` and ``prepare()`` come before its ``usleep``, and its commit does
+        not renew again); ``tx.state`` keeps that timestamp and those records for the
+        commit."""
+        reads = [r for r in tx.recs.values() if not r.locked and r.version >= 0]
+        yield from self.timed(tx, "renew", self.renew(tx, reads))
+        tx.state = (self._cts.get(tx.owner, 0), {id(r) for r in reads})
 
     def read_records(self, tx: Txn, todo: list[Rec]):
         # RCC reads and locks records one at a time, as the transaction touches them.

@@ -191,6 +191,37 @@ def test_a_lease_beyond_rts_of_a_locked_record_cannot_be_renewed(verbs):
     assert _header(b, X)[1:] == (lease(0, 0), 0)
 
 
+def _read_x_write_y_then_compute(prepare: bool):
+    """Reads X, locks and writes Y (cts 1, beyond X's lease), calls ``tx.prepare()`` if
+    ``prepare``, then computes 60 us (RCC's YCSB order: accesses, prepare, usleep)."""
+    def body(tx):
+        v = yield from tx.read(0, X)
+        yield from tx.read(0, Y, True)
+        tx.write(0, Y, v)
+        if prepare:
+            yield from tx.prepare()
+        yield tx.compute(60_000.0)
+    return body
+
+
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+@pytest.mark.parametrize("prepare,causes", [(True, {}), (False, {"validation": 1})])
+def test_prepare_renews_before_the_computation(verbs, prepare, causes):
+    """A writer commits X 20 us in, while the reader computes. Renewed in
+    ``prepare()`` before the computation (RCC's YCSB), the reader's lease on X already
+    covers its cts, the writer commits above it and the reader commits without renewing
+    again, ordered first; renewed at commit, after the computation, the reader finds X
+    rewritten and aborts once."""
+    b, hist = _script(verbs, {0: _read_x_write_y_then_compute(prepare),
+                              1: _add_to(X, 7, before_ns=20_000.0)})
+    assert b.cc.stats.causes == causes
+    assert hist.check().serializable
+    if prepare:
+        assert list(hist.transactions()) == [
+            (1, [((0, X), 0)], [((0, X), 1)]),
+            (2, [((0, X), 0), ((0, Y), 0)], [((0, Y), 1)])]
+
+
 @pytest.mark.parametrize("renew_lock,serializable", [(True, True), (False, False)])
 def test_one_sided_renewal_under_a_lock_keeps_a_racy_point_serializable(renew_lock,
                                                                         serializable):
