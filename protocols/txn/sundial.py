@@ -6,9 +6,11 @@ Scope
     A transaction reads records without locking them, write-locks the records it will
     write as its body first touches them (one at a time), and computes its commit
     timestamp ``cts = max(wts of every version read, rts + 1 of every record locked)``.
-    Before committing it renews the lease of each record it read but did not lock: the
-    version must still be current (same ``wts``) and, when ``cts`` lies beyond its lease,
-    not locked by a writer; the lease is then extended to ``cts``. Written records get
+    Before committing it renews the lease of each record it read but did not lock (in
+    :meth:`System.prepare` when the body calls ``Txn.prepare``, as RCC's YCSB does
+    before its ``usleep``; else at commit): the version must still be current (same
+    ``wts``) and, when ``cts`` lies beyond its lease, not locked by a writer; the lease is
+    then extended to ``cts``. Written records get
     ``wts = rts = cts``. The history is serializable in ``cts`` order.
 
     Record (:data:`SUNDIAL_LAYOUT`, 24-B header): lock word (8 B: the attempt's timestamp,
