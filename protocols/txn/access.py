@@ -56,19 +56,20 @@ class Access:
         return wr
 
     # ------------------------------------------------------------ travel
-    def round_trip(self, tx, posts=(), calls=()):
+    def round_trip(self, tx, posts=(), calls=(), count: bool = True):
         """Post ``posts`` (``[(node, [wr, ...])]``, one doorbell per list) and issue
         ``calls`` (``[(node, handler, payload, length)]``, reply ``i`` at
-        ``waiter.replies[i]``) together, wait for all (one round trip counted if
-        anything went out) and return the :class:`protocols.rpc.Waiter` (use ``yield
-        from``): completions by tag in ``waiter.results``."""
+        ``waiter.replies[i]``) together, wait for all (one round trip counted in
+        ``tx.rts`` if anything went out and ``count``) and return the
+        :class:`protocols.rpc.Waiter` (use ``yield from``): completions by tag in
+        ``waiter.results``."""
         ep = tx.ep
         w = Waiter(ep)
         if posts:
             ep.post_group([(ep.rc_qp(n), wrs) for n, wrs in posts], w)
         for i, (n, hid, payload, length) in enumerate(calls):
             ep.call(n, hid, payload, length, True, w, i)
-        if posts or calls:
+        if count and (posts or calls):
             tx.rts += 1
         yield w.arm()
         return w
@@ -99,12 +100,8 @@ class Access:
         (``abort_cnt[18]``, the source of its round-trip figures) did not count it."""
         if not self.costs.index_read:
             return
-        ep = tx.ep
-        w = Waiter(ep)
-        ep.post_group([(ep.rc_qp(r.node),
-                        [self.read_wr(tx, r, 0, self.store.rsize[r.table], ("index", r))])],
-                      w)
-        yield w.arm()
+        wr = self.read_wr(tx, r, 0, self.store.rsize[r.table], ("index", r))
+        yield from self.round_trip(tx, [(r.node, [wr])], count=False)
 
     def local_cpu(self, tx, n: int = 1) -> None:
         """Book ``n`` local record operations on the coordinator's thread."""

@@ -145,6 +145,11 @@ def renewable(lock: int, word: int, wts: int, cts: int) -> bool:
     return wts_of(word) == wts and not (cts > rts_of(word) and lock != 0)
 
 
+def _leased(recs) -> list[Rec]:
+    """The records of ``recs`` whose lease a commit renews: read and not locked."""
+    return [r for r in recs if not r.locked and r.version >= 0]
+
+
 class System(TxnSystem):
     """SUNDIAL over the driver (see module doc)."""
 
@@ -203,7 +208,7 @@ class System(TxnSystem):
         for r in writes:
             if not r.locked:
                 yield from self.timed(tx, "lock", self.lock_late(tx, r))
-        reads = [r for r in recs if not r.locked and r.version >= 0]
+        reads = _leased(recs)
         if tx.state is not None and tx.state[0] == self._cts.get(owner, 0):
             # renewed through this commit timestamp in prepare(): only later reads left
             reads = [r for r in reads if id(r) not in tx.state[1]]
@@ -218,7 +223,7 @@ class System(TxnSystem):
         ``load_read`` and ``prepare()`` come before its ``usleep``, and its commit does
         not renew again); ``tx.state`` keeps that timestamp and those records for the
         commit."""
-        reads = [r for r in tx.recs.values() if not r.locked and r.version >= 0]
+        reads = _leased(tx.recs.values())
         yield from self.timed(tx, "renew", self.renew(tx, reads))
         tx.state = (self._cts.get(tx.owner, 0), {id(r) for r in reads})
 
