@@ -214,7 +214,8 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
               sc.cluster.nic.per_node, sc.run.seed, proto.qps_per_peer,
               sc.cluster.topology.model_dump(), sc.cluster.cores, hist, proto.kind)
     warmup, measure = stretch_window(wl, w.coroutines, sc.run.warmup, sc.run.measure,
-                                     profile.host.timer_slack)
+                                     profile.host.timer_slack, w.min_txns,
+                                     sc.cluster.nodes * sc.cluster.threads)
     out = run_txn_bench(b, warmup, measure)
     out["measure_us"] = measure / 1e3
     if hist is not None:
@@ -238,12 +239,23 @@ def thread_ns_per_txn(workload, timer_slack: float) -> float | None:
 
 
 def stretch_window(workload, coroutines: int, warmup: float, measure: float,
-                   timer_slack: float = 0.0) -> tuple[float, float]:
-    """Warm-up and window [ns] long enough for the transactions in flight.
+                   timer_slack: float = 0.0, min_txns: int = 0,
+                   threads_total: int = 1) -> tuple[float, float]:
+    """Warm-up and window [ns] long enough for the transactions in flight, and for
+    ``min_txns`` transactions.
 
     A thread's coroutines share it, so a transaction takes at least ``coroutines`` times
     the time one transaction holds the thread (:func:`thread_ns_per_txn`) once threads
     are busy: the warm-up and the window each cover one and a half such latencies.
+    With ``min_txns`` > 0 the window is also long enough for the cluster's
+    ``threads_total`` threads to commit that many transactions if each held its thread
+    for :func:`thread_ns_per_txn` and none aborted (an upper bound on the commits, so the
+    count measured is lower), which gives the points of a sweep over cluster sizes a
+    comparable number of samples.
     """
-    lat = coroutines * thread_ns_per_txn(workload, timer_slack) + 20_000.0
-    return max(warmup, 1.5 * lat), max(measure, 1.5 * lat)
+    per_txn = thread_ns_per_txn(workload, timer_slack)
+    lat = coroutines * per_txn + 20_000.0
+    warmup, measure = max(warmup, 1.5 * lat), max(measure, 1.5 * lat)
+    if min_txns > 0:
+        measure = max(measure, min_txns * per_txn / threads_total)
+    return warmup, measure

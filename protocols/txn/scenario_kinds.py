@@ -59,6 +59,12 @@ class TxnWorkload(BaseModel):
     # written as JSON lines to ``points/NNN/history.jsonl`` in the output directory, the
     # format ``rnicsim check-history`` reads. Costs memory (~24 B per access).
     history: bool = False
+    # Stretch the measured window so that the cluster's threads could commit at least
+    # this many transactions (each holding its thread for its estimated CPU and sleeps,
+    # none aborting: protocols/txn/bench.py stretch_window); 0 keeps the run's window.
+    # A sweep over cluster sizes then measures its small clusters as precisely as its
+    # large ones.
+    min_txns: int = Field(0, ge=0)
     # SmallBank
     accounts_per_thread: int = Field(100_000, ge=1)
     hot_fraction: float = Field(0.04, gt=0, le=1)
