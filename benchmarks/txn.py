@@ -18,7 +18,7 @@ each point in a child process of its own so that ``peak_rss_mb`` is that point's
 fig. 22 point at 396 nodes as ``scenarios/rcc/fig22_scale.yaml``'s demo size runs it::
 
     python benchmarks/txn.py --protocols mvcc --verbs one_sided --nodes 396 \
-        --coroutines 2 --write-probability 0.1 --warmup-us 50 --measure-us 150
+        --coroutines 2 --write-probability 0.1 --warmup-us 300 --measure-us 600
 """
 from __future__ import annotations
 
