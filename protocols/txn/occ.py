@@ -298,8 +298,9 @@ class OccSystem(TxnSystem):
         mode = cfg.ro_read if tx.spec.read_only else cfg.execution
         lock_now = cfg.lock_in_execution
         owner = tx.owner
-        local = [r for r in recs if self.by_cpu(tx, r.node)]
-        remote = [r for r in recs if not self.by_cpu(tx, r.node)]
+        local, remote = [], []
+        for r in recs:
+            (local if self.by_cpu(tx, r.node) else remote).append(r)
         if local:
             tx.local += 1
         for r in local:
