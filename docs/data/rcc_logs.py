@@ -9,6 +9,7 @@ of ``.log_0``) and the set-up the log prints.
 
     python docs/data/rcc_logs.py /path/to/drtmh [--ref hybrid-cc] > docs/data/rcc_logs.csv
     python docs/data/rcc_logs.py --types /path/to/drtmh > docs/data/rcc_txn_types.csv
+    python docs/data/rcc_logs.py --stages /path/to/drtmh > docs/data/rcc_stage_logs.csv
 
 Columns: ``dir`` (under ``scripts/data_for_osdi20/out/``), ``benchmark``, ``protocol``,
 ``verbs`` (rpc or one_sided), ``nodes``, ``threads``, ``coroutines`` (from the results
@@ -23,6 +24,16 @@ With ``--types``: one row per transaction type of the one-coroutine runs
 (SmallBank's, in the model's names), ``executed`` (transactions drawn), ``lat_mean_us`` and
 ``lat_p50_us``, ``lat_p90_us``, ``lat_p99_us`` (RCC times coroutine 1's committed
 transactions, from the start of the first attempt).
+
+With ``--stages``: one row per one-coroutine run (``lat-breakdown``, fig. 21), the stage
+timers its master log prints at exit (``src/rtx/occ_statistics.h``): ``protocol``,
+``verbs`` and ``read_us``, ``lock_us``, ``log_us``, ``release_us``, ``commit_us``,
+``renew_us`` (RCC's ``read_lat``, ``lock``, ``log``, ``release_write``, ``commit``,
+``renew_lease``; what its ``figure_lat_breakdown.py`` plots). Each is RCC's mean time
+per ``END()`` of that timer (``src/core/utils/latency_profier.h``), not a sum per
+transaction, for coroutine 1 of worker thread 0 of node 0, averaged over the run's
+epochs; which work each timer holds differs by protocol (docs/model.md, "RCC gaps",
+R10).
 """
 from __future__ import annotations
 
@@ -66,6 +77,12 @@ TYPES = {"SendPayment": "send_payment", "DepositChecking": "deposit_checking",
          "Write check": "write_check", "Txn amal": "amalgamate"}
 TYPE_COLUMNS = ["protocol", "verbs", "type", "executed", "lat_mean_us", "lat_p50_us",
                 "lat_p90_us", "lat_p99_us"]
+# RCC's exit report prints each timer's mean in ms ("log" without the unit).
+_STAGE = re.compile(r"occ_statistics\.h:\d+\] (read_lat|lock|log|release_write|commit|"
+                    r"renew_lease) time: ([\d.e+-]+)")
+STAGES = {"read_lat": "read_us", "lock": "lock_us", "log": "log_us",
+          "release_write": "release_us", "commit": "commit_us", "renew_lease": "renew_us"}
+STAGE_COLUMNS = ["protocol", "verbs", *STAGES.values()]
 
 
 def _git(repo: str, *args: str) -> str:
@@ -116,25 +133,42 @@ def type_rows(path: str, text: str) -> list[dict]:
             for t, n, mean, p50, p90, p99 in _TYPE.findall(text)]
 
 
+def stage_row(path: str, text: str) -> dict | None:
+    """The stage timers of one one-coroutine run's master log (see the module doc), or
+    None when the log is not a run's or prints no timer."""
+    m = _NAME.search(path)
+    found = dict(_STAGE.findall(text)) if m else {}
+    if not found:
+        return None
+    return {"protocol": m.group(1), "verbs": _verbs(m),
+            **{col: f"{float(found.get(k, 0.0)) * 1000:.2f}" for k, col in STAGES.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("repo", help="a clone of Alchem-Lab/drtmh")
     ap.add_argument("--ref", default="hybrid-cc")
-    ap.add_argument("--types", action="store_true",
-                    help="per-type latencies of the one-coroutine runs instead")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--types", action="store_true",
+                      help="per-type latencies of the one-coroutine runs instead")
+    what.add_argument("--stages", action="store_true",
+                      help="the stage timers of the one-coroutine runs instead")
     a = ap.parse_args(argv)
     commit = _git(a.repo, "rev-parse", a.ref).strip()
-    w = csv.DictWriter(sys.stdout, TYPE_COLUMNS if a.types else COLUMNS,
-                       lineterminator="\n")
+    w = csv.DictWriter(sys.stdout, TYPE_COLUMNS if a.types else
+                       STAGE_COLUMNS if a.stages else COLUMNS, lineterminator="\n")
     sys.stdout.write(f"# Alchem-Lab/drtmh {a.ref} at {commit}, {OUT}\n")
     w.writeheader()
-    for d in (["lat-breakdown"] if a.types else DIRS):
+    for d in (["lat-breakdown"] if a.types or a.stages else DIRS):
         paths = [p for p in _git(a.repo, "ls-tree", "-r", "--name-only", a.ref,
                                  OUT + d + "/").split("\n") if p.endswith(".log_0")]
         for p in sorted(paths):
             text = _git(a.repo, "show", f"{a.ref}:{p}")
             if a.types:
                 w.writerows(type_rows(p, text))
+            elif a.stages:
+                if (r := stage_row(p, text)) is not None:
+                    w.writerow(r)
             elif (r := row(p, text)) is not None:
                 w.writerow(r)
     return 0

@@ -71,8 +71,9 @@ Deviations from RCC's code, and why
     - A record read for update and not written is unlocked at commit (``release``
       stage); RCC installs its unchanged value as a new version.
     - An aborted attempt waits for its release as RCC's ``release_writes`` does.
-    - RCC's log is a log WRITE then a log-ack message with a wait; the shared
-      :mod:`.replication` waits once and sends the ack without waiting.
+    - RCC's log is a log WRITE then a log-ack message with a wait, as the shared
+      :mod:`.replication` does (without ``passive_ack``); RCC's log timer stops before
+      the ack, the ``log`` stage here holds it.
 
 Stages timed (metric ``lat_<stage>_us``): ``read`` and ``lock`` (each remote or local
 read or lock-read, in the body or at commit), ``log``, ``commit``, ``release``.

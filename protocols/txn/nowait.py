@@ -37,7 +37,9 @@ Scope
     holds without waiting (WRITE 0 or a release RPC without reply).
 
 Stages timed (metric ``lat_<stage>_us``): ``read`` (the body, with its locks), ``lock``
-(commit-time locks of blind writes), ``log``, ``commit``, ``release``.
+(commit-time locks of blind writes), ``log``, ``commit``, ``release``. RCC's timers
+differ: they time each record's lock call as ``lock``, never start ``read``, and leave
+the one-sided READ before the lock untimed (docs/model.md, "RCC gaps", R10).
 """
 from __future__ import annotations
 

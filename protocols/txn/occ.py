@@ -82,8 +82,10 @@ post and its wait for both the RPC and the one-sided logger, not the log-ack RPC
 after it; reported for coroutine 1 of worker thread 0 through ``rtx_hook_``). That
 log-ack expects replies unless ``PA`` is set; one stored version of ``occ.cc`` waits for
 them with a yield of its own (untimed), another sends it without yielding, so its
-replies are awaited inside the next timed wait, the commit's. The model sends no log-ack
-(its reclaim messages need no reply), so neither happens here. Here every
+replies are awaited inside the next timed wait, the commit's. The model sends a log-ack
+only with ``rcc_stages`` and no ``passive_ack`` (RCC's framework): it is waited for inside
+the L phase, which RCC's log timer leaves out; otherwise backups get reclaim messages
+that need no reply. Here every
 committed transaction of every coroutine is averaged, and the L phase holds all of the
 phase's CPU (``phase_ns[2]``), part of which (building the log entry,
 ``prepare_write_contents``) DrTM+H spends before its timer starts.
