@@ -119,8 +119,11 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
             holds = _finite(measured) and measured <= c.published
         elif c.kind == "dominates":
             pairs = _paired(rows, c.a, c.b, c.over, c.range, c.metric)
-            measured = min((x / y for _, x, y in pairs if y), default=float("nan"))
-            holds = _finite(measured) and measured >= margin(c)
+            # b exactly 0 under a positive a: a is above it by any margin (a stage one
+            # protocol never times, say); two zeros say nothing
+            measured = min((x / y if y else math.inf for _, x, y in pairs if y or x > 0),
+                           default=float("nan"))
+            holds = not math.isnan(measured) and measured >= margin(c)
         elif c.kind == "drop":
             pairs = _paired(rows, c.a, c.b, c.over, c.range, c.metric)
             measured = max((1 - x / y for _, x, y in pairs if y), default=float("nan"))
@@ -295,6 +298,8 @@ COLUMNS = (("claim", "claim"), ("role", "role"), ("scenario", "scenario"), ("kin
 
 
 def _value(v: Any, unit: str) -> str:
+    if v == math.inf:
+        return "inf"        # a dominates check over an exact 0
     if not _finite(v):
         return "n/a"
     return f"{v:.4g}" + (f" {unit}" if unit else "")

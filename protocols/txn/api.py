@@ -80,8 +80,8 @@ class Txn:
     """The API a workload's transaction body sees (one attempt)."""
 
     __slots__ = ("co", "ep", "cc", "spec", "recs", "units", "inserted", "read_only",
-                 "phases", "owner", "delta", "local", "rts", "pending", "doomed", "ts",
-                 "state")
+                 "phases", "calls", "untimed", "owner", "delta", "local", "rts", "pending",
+                 "doomed", "ts", "state")
 
     def __init__(self, co, spec: TxnSpec) -> None:
         self.co = co
@@ -93,6 +93,8 @@ class Txn:
         self.inserted = 0
         self.read_only = spec.read_only
         self.phases: dict[str, float] = {}   # stage name -> ns spent in it (this attempt)
+        self.calls: dict[str, int] = {}      # stage name -> timed calls (TxnSystem.timed)
+        self.untimed = 0.0      # ns of work no stage timer holds (TxnSystem.untimed)
         self.owner = 0
         self.delta = 0          # money the transaction adds (SmallBank conservation)
         self.local = 0          # local read batches (each one atomic: no yield inside)

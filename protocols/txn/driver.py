@@ -17,7 +17,9 @@ Scope
     ===================  ====================================================================
     hook                 contract
     ===================  ====================================================================
-    ``STAGES``           stage names, in order; metric ``lat_<stage>_us`` per stage
+    ``STAGES``           stage names, in order; metrics ``lat_<stage>_us`` (per committed
+                         transaction) and ``lat_<stage>_call_us`` (per call of
+                         :meth:`TxnSystem.timed`) per stage
     ``setup()``          build shared parts (before handlers are registered)
     ``layout``           the record layout in the store (:class:`.store.Layout`)
     ``attempt(tx, o)``   one attempt: run the body (``tx.spec.body(tx)``) and commit,
@@ -66,6 +68,7 @@ class TxnStats:
     by_type: dict = field(default_factory=dict)
     lat_ns_by_type: dict = field(default_factory=dict)  # type -> summed latency [ns]
     phase_ns: dict = field(default_factory=dict)    # stage -> ns of committing attempts
+    phase_calls: dict = field(default_factory=dict)  # stage -> their timed calls
     causes: dict = field(default_factory=dict)      # abort cause -> aborted attempts
     deposits: int = 0          # money committed transactions added, whole run (SmallBank)
 
@@ -229,10 +232,37 @@ class TxnSystem:
                     (sim.now - t0)
                 sim.stats.hist("txn_lat").add(sim.now - t0)
                 ph = st.phase_ns
+                pc = st.phase_calls
+                calls = tx.calls
                 for k, v in tx.phases.items():
                     ph[k] = ph.get(k, 0.0) + v
+                    # a protocol that times no call (its stages set once per attempt)
+                    # makes one call of each
+                    pc[k] = pc.get(k, 0) + (calls.get(k, 0) if calls else 1)
 
     # ================================================================ shared steps
+    def timed(self, tx: Txn, stage: str, steps):
+        """Run ``steps`` (a generator) as one call of stage timer ``stage``: add its time
+        [ns], less what :meth:`untimed` spent inside it, to ``tx.phases[stage]`` and one
+        call to ``tx.calls[stage]``; returns what ``steps`` returns. A timer is one of
+        RCC's ``START``/``END`` pairs (``src/core/utils/latency_profier.h``)."""
+        t = self.sim.now
+        u = tx.untimed
+        out = yield from steps
+        tx.phases[stage] = tx.phases.get(stage, 0.0) + self.sim.now - t - (tx.untimed - u)
+        tx.calls[stage] = tx.calls.get(stage, 0) + 1
+        return out
+
+    def untimed(self, tx: Txn, steps):
+        """Run ``steps`` (a generator) outside every stage timer: a :meth:`timed` call
+        around it leaves its time out (work RCC's timers do not hold, such as the READ
+        before a one-sided lock or the log's acknowledgement); returns what ``steps``
+        returns."""
+        t = self.sim.now
+        out = yield from steps
+        tx.untimed += self.sim.now - t
+        return out
+
     def how(self, stage: str) -> str:
         """``one_sided`` or ``rpc`` for ``stage`` (protocols configured stage by stage,
         :class:`protocols.txn.cc.CcConfig`)."""
@@ -296,8 +326,17 @@ class TxnSystem:
 
 
 def stage_metrics(stats: TxnStats, stages: tuple[str, ...], n: int) -> dict[str, float]:
-    """``lat_<stage>_us``: mean time per committed transaction in each stage [us]."""
-    return {f"lat_{s}_us": stats.phase_ns.get(s, 0.0) / n / 1e3 for s in stages}
+    """``lat_<stage>_us``: mean time per committed transaction in each stage [us];
+    ``lat_<stage>_call_us``: mean time per timed call of the stage [us] (what RCC's
+    stage timers report: per record where a protocol times each record's read or lock;
+    0 for a stage no committed transaction timed)."""
+    out = {}
+    for s in stages:
+        ns = stats.phase_ns.get(s, 0.0)
+        calls = stats.phase_calls.get(s, 0)
+        out[f"lat_{s}_us"] = ns / n / 1e3
+        out[f"lat_{s}_call_us"] = ns / calls / 1e3 if calls else 0.0
+    return out
 
 
 def type_metrics(stats: TxnStats) -> dict[str, float]:

@@ -72,11 +72,13 @@ Deviations from RCC's code, and why
       stage); RCC installs its unchanged value as a new version.
     - An aborted attempt waits for its release as RCC's ``release_writes`` does.
     - RCC's log is a log WRITE then a log-ack message with a wait, as the shared
-      :mod:`.replication` does (without ``passive_ack``); RCC's log timer stops before
-      the ack, the ``log`` stage here holds it.
+      :mod:`.replication` does (without ``passive_ack``).
 
-Stages timed (metric ``lat_<stage>_us``): ``read`` and ``lock`` (each remote or local
-read or lock-read, in the body or at commit), ``log``, ``commit``, ``release``.
+Stages timed as RCC's timers time them (``mvcc_rdma.cc``; metrics ``lat_<stage>_us`` per
+committed transaction and ``lat_<stage>_call_us`` per call): ``read`` and ``lock`` one
+call per record (each remote or local read or lock-read, in the body or at commit, with
+its READs before), ``log`` for a transaction that writes (its acknowledgement in no
+timer), ``commit``, ``release``.
 """
 from __future__ import annotations
 
@@ -293,14 +295,6 @@ class System(TxnSystem):
         yield from self.timed(tx, "commit", self.commit_writes(tx, writes))
         yield from self.timed(tx, "release",
                               self.unlock(tx, [r for r in recs if r.locked]))
-
-    def timed(self, tx: Txn, stage: str, steps):
-        """Run ``steps`` (a generator) and add the time it takes to ``stage``; returns
-        its result."""
-        t = self.sim.now
-        res = yield from steps
-        tx.phases[stage] += self.sim.now - t
-        return res
 
     def log(self, tx: Txn, writes: list[Rec]):
         """Replicate the log of ``writes`` with the counts they install."""

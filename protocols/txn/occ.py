@@ -83,9 +83,14 @@ after it; reported for coroutine 1 of worker thread 0 through ``rtx_hook_``). Th
 log-ack expects replies unless ``PA`` is set; one stored version of ``occ.cc`` waits for
 them with a yield of its own (untimed), another sends it without yielding, so its
 replies are awaited inside the next timed wait, the commit's. The model sends a log-ack
-only with ``rcc_stages`` and no ``passive_ack`` (RCC's framework): it is waited for inside
-the L phase, which RCC's log timer leaves out; otherwise backups get reclaim messages
-that need no reply. Here every
+only with ``rcc_stages`` and no ``passive_ack`` (RCC's framework); otherwise backups get
+reclaim messages that need no reply. With ``rcc_stages`` the stages are RCC's timers
+(``occ.cc``, ``occ_rdma.*``; ``lat_<stage>_call_us`` their means per call): ``read``
+one call per READ one-sided and one per transaction over RPC (RCC batches its reads),
+``lock`` and ``log`` one call each (the log-ack in no timer), ``commit`` two calls, RCC's
+nested timers (one from the lock to the end of the write-back, one around the
+write-back), and ``validate``, which RCC does not time apart, the validation alone.
+Here every
 committed transaction of every coroutine is averaged, and the L phase holds all of the
 phase's CPU (``phase_ns[2]``), part of which (building the log entry,
 ``prepare_write_contents``) DrTM+H spends before its timer starts.
@@ -232,6 +237,10 @@ class OccSystem(TxnSystem):
             return
         t = now
         recs = list(tx.recs.values())
+        if self.cfg.rcc_stages:
+            # RCC's read timer: one call per READ one-sided, one per transaction over
+            # RPC (its reads go out in one batch)
+            tx.calls["read"] = tx.units if self.cfg.execution == "one_sided" else 1
         if tx.read_only and not any(r.locked for r in recs):
             if spec.phase_ns[1]:
                 yield tx.ep.compute(spec.phase_ns[1])
@@ -241,8 +250,11 @@ class OccSystem(TxnSystem):
             if tx.units + tx.local > 1:
                 yield from self._validate(tx, recs, self.cfg.ro_validate)
             tx.phases["validate"] = sim.now - t
+            if self.cfg.rcc_stages:
+                self._rcc_commit(tx, sim.now - t, 0.0)
             self.record(tx)
             return
+        t_outer = t
         writes = [r for r in recs if r.new is not None]
         reads = [r for r in recs if r.new is None and not r.locked]
         # V: lock the write set (one round trip: lock + version), then validate reads.
@@ -269,10 +281,11 @@ class OccSystem(TxnSystem):
         # L: replicate the log; the transaction commits when every backup has it.
         if spec.phase_ns[2]:
             yield tx.ep.compute(spec.phase_ns[2])
+        u = tx.untimed
         yield from self.repl.log(tx, writes, self.cfg.log)
         self.record(tx)
         now = sim.now
-        tx.phases[L] = now - t
+        tx.phases[L] = now - t - (tx.untimed - u)    # the log's acknowledgement left out
         t = now
         # C: install and unlock.
         if spec.phase_ns[3]:
@@ -282,6 +295,18 @@ class OccSystem(TxnSystem):
             # Records locked for update (FaSST's read-lock) but not written: unlock them.
             yield from self.release(tx)
         tx.phases[C] = sim.now - t
+        if self.cfg.rcc_stages:
+            self._rcc_commit(tx, sim.now - t_outer, tx.phases[C])
+
+    @staticmethod
+    def _rcc_commit(tx: Txn, outer: float, inner: float) -> None:
+        """RCC's two nested commit timers (``OCC::commit`` around lock, validation, log,
+        acknowledgement and write-back; ``write_back_oneshot`` around the write-back),
+        two calls of the ``commit`` stage: ``outer`` and ``inner`` [ns]."""
+        tx.phases["commit"] = outer + inner
+        tx.calls["commit"] = 2
+        for k in ("lock", "validate", "log"):
+            tx.calls[k] = 1
 
     # ================================================================ execution
     def fetch(self, tx: Txn, recs: list[Rec]):

@@ -121,14 +121,17 @@ class Replication:
         yield w.arm()
         if self.ack and remote:
             # the acknowledgement carries the entries again (RCC copies the write batch
-            # into an RPC buffer); the cleaners install them before replying
-            ep.thread.reserve(self.sim.now, self.costs.copy_per_byte * size)
+            # into an RPC buffer); the cleaners install them before replying. RCC's log
+            # timer stops before it (its log_remote), so no stage timer holds it.
+            t = self.sim.now
+            ep.thread.reserve(t, self.costs.copy_per_byte * size)
             w = Waiter(ep)
             for n in targets:
                 if n != me:
                     ep.call(n, H_ACK, entries, size, True, w, n)
             tx.rts += 1
             yield w.arm()
+            tx.untimed += self.sim.now - t
             return
         for n in targets:
             if n != me:

@@ -138,6 +138,19 @@ def test_dominates_needs_the_published_margin_or_a_win(extra, test, holds):
     assert (r["test"], r["holds"]) == (test, holds)
 
 
+@pytest.mark.parametrize("b2, holds", [(0.0, True), (None, False)])
+def test_dominates_over_a_zero(b2, holds):
+    """a above an exact 0 of b wins by any margin (a stage the other protocol never
+    times); where both are 0 nothing is said, and a check left with no pair fails."""
+    rows = [{"x": 1, "d": "a", "m": 3.0}, {"x": 1, "d": "b", "m": 0.0}]
+    if b2 is None:
+        rows[0]["m"] = 0.0
+    spec = {"kind": "dominates", "a": {"d": "a"}, "b": {"d": "b"}, "over": "x",
+            "published": 1.0}
+    [r] = evaluate(checks(spec), rows)
+    assert r["holds"] is holds
+
+
 def test_the_score_counts_validation_checks_only():
     """Two validation checks measured (one holds), one not measured; numeric ones: 2.1
     against 2.0 is 5% off, 2.6 is 30%; the calibration check is reported apart."""
