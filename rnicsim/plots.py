@@ -100,6 +100,7 @@ _SUFFIX_UNITS = [("_mtxns", "M txns/s"), ("_mops", "M ops/s"), ("_mpps", "M pack
                  ("_bytes", "B"), ("_rate", "fraction"), ("_util", "fraction"),
                  ("_fraction", "fraction")]
 _PERCENTILE = re.compile(r"^lat_p(\d+)_us$")
+_PER_CALL = re.compile(r"^lat_(\w+)_call_us$")
 
 
 def axis_label(name: str, byte_param: bool = False) -> str:
@@ -120,6 +121,9 @@ def _derived_label(name: str) -> tuple[str, str]:
     m = _PERCENTILE.match(name)
     if m:
         return f"p{m.group(1)} latency", "us"
+    m = _PER_CALL.match(name)
+    if m:
+        return f"{m.group(1)} stage, mean per call", "us"
     per_node = name.endswith("_per_node")
     base = name[:-len("_per_node")] if per_node else name
     unit = ""

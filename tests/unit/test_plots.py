@@ -64,6 +64,7 @@ def _close():
     ("lat_p99_us", False, "p99 latency [us]"),
     ("lat_p999_us", False, "p999 latency [us]"),
     ("lat_lock_us", False, "lock-stage latency [us]"),
+    ("lat_lock_call_us", False, "lock stage, mean per call [us]"),
     ("workload.payload", False, "payload [B]"),
     ("throughput_mtxns_per_node", False, "throughput per machine [M txns/s]"),
     ("completion_ms", False, "completion time [ms]"),
