@@ -240,7 +240,7 @@ class OccSystem(TxnSystem):
         if self.cfg.rcc_stages:
             # RCC's read timer: one call per READ one-sided, one per transaction over
             # RPC (its reads go out in one batch)
-            tx.calls["read"] = tx.units if self.cfg.execution == "one_sided" else 1
+            tx.calls["read"] = max(tx.units, 1) if self.cfg.execution == "one_sided" else 1
         if tx.read_only and not any(r.locked for r in recs):
             if spec.phase_ns[1]:
                 yield tx.ep.compute(spec.phase_ns[1])
