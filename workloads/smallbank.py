@@ -140,6 +140,9 @@ class SmallBank:
     @staticmethod
     def _balance(tx, a, b):
         yield from tx.read_many([(CHECKING, a), (SAVINGS, a)])
+        # RCC's bodies load_read each record read after their accesses
+        yield from tx.load_read(CHECKING, a)
+        yield from tx.load_read(SAVINGS, a)
 
     @staticmethod
     def _transact_saving(tx, a, b):
@@ -150,6 +153,7 @@ class SmallBank:
     @staticmethod
     def _write_check(tx, a, b):
         s, c = yield from tx.read_many([(SAVINGS, a, False), (CHECKING, a, True)])
+        yield from tx.load_read(SAVINGS, a)
         amount = 500 if dec(s) + dec(c) >= 500 else 600
         tx.write(CHECKING, a, enc(dec(c) - amount))
         tx.delta = -amount

@@ -121,7 +121,11 @@ class Ycsb:
             v = yield from tx.read(table, k, w)
             if w:
                 tx.write(table, k, _Q.pack(_Q.unpack_from(v)[0] + 1) + self._pad)
-        # RCC's ycsb_func: the protocol's prepare() between the accesses and the usleep
+        # RCC's ycsb_func: load_read of every record read, then the protocol's prepare(),
+        # between the accesses and the usleep
+        for table, k, w in keys:
+            if not w:
+                yield from tx.load_read(table, k)
         yield from tx.prepare()
         if self.spec.compute:
             yield (tx.sleep if self.spec.sleep else tx.compute)(self.spec.compute)

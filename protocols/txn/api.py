@@ -125,6 +125,14 @@ class Txn:
         due. The other protocols do nothing here."""
         yield from self.cc.prepare(self)
 
+    def load_read(self, table: int, key):
+        """The body takes up the value of a record it read (use ``yield from``), as RCC's
+        benchmarks call ``load_read`` after their accesses (SmallBank's and YCSB's in
+        ``src/app/smallbank/bank_worker_new_api.cc``): SUNDIAL renews that record's lease
+        here if it lies below the commit timestamp, one record at a time; the other
+        protocols do nothing. KeyError for a record this transaction did not read."""
+        yield from self.cc.load_read(self, self.recs[(table, key)])
+
     def read(self, table: int, key, for_update: bool = False):
         """Read one record; returns its value bytes (use ``yield from``): the value this
         transaction wrote to it, if it did, else the committed value it read."""

@@ -149,6 +149,12 @@ class TxnSystem:
         return
         yield
 
+    def load_read(self, tx: Txn, r):
+        """The body's :meth:`Txn.load_read` of record ``r`` (use ``yield from``): default
+        nothing."""
+        return
+        yield
+
     def prefetches(self) -> bool:
         """Whether ``Txn.prefetch`` posts reads ahead (default: no)."""
         return False

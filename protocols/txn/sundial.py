@@ -207,9 +207,11 @@ class System(TxnSystem):
                 yield from self.timed(tx, "lock", self.lock_late(tx, r))
         reads = _leased(recs)
         if tx.state is not None and tx.state[0] == self._cts.get(owner, 0):
-            # renewed through this commit timestamp in prepare(): only later reads left
+            # covered at this commit timestamp by load_read or prepare(): only later
+            # reads left
             reads = [r for r in reads if id(r) not in tx.state[1]]
-        yield from self.timed(tx, "renew", self.renew(tx, reads))
+        if reads:
+            yield from self.timed(tx, "renew", self.renew(tx, reads))
         # RCC's log timer runs only for a transaction that writes
         log = self.log_writes(tx, writes)
         yield from (self.timed(tx, "log", log) if writes else log)
@@ -218,13 +220,30 @@ class System(TxnSystem):
 
     def prepare(self, tx: Txn):
         """Renew the leases of the records read so far (not locked) to the commit
-        timestamp now, before the body's computation, as RCC's YCSB does (its
-        ``load_read`` and ``prepare()`` come before its ``usleep``, and its commit does
-        not renew again); ``tx.state`` keeps that timestamp and those records for the
-        commit."""
+        timestamp now, before the body's computation, as RCC's YCSB does when any stage
+        is one-sided (its ``prepare()``, built only then, comes after its ``load_read``
+        calls and before its ``usleep``, and its commit does not renew again);
+        ``tx.state`` keeps that timestamp and those records for the commit."""
+        if all(how == "rpc" for how in self.cfg.stages.values()):
+            return
         reads = _leased(tx.recs.values())
-        yield from self.timed(tx, "renew", self.renew(tx, reads))
+        if reads:
+            yield from self.timed(tx, "renew", self.renew(tx, reads))
         tx.state = (self._cts.get(tx.owner, 0), {id(r) for r in reads})
+
+    def load_read(self, tx: Txn, r: Rec):
+        """RCC's ``load_read``: renew the lease of ``r`` (read, not locked) to the commit
+        timestamp now if the ``rts`` its read saw lies below it, this record alone (a
+        renew RPC, or READ then extend one-sided); ``r`` is then covered at that
+        timestamp (``tx.state``), and the commit renews it only if the timestamp moves."""
+        if r.locked or r.version < 0:
+            return
+        cts = self._cts.get(tx.owner, 0)
+        if r.aux[1] < cts:
+            yield from self.timed(tx, "renew", self.renew(tx, [r]))
+        if tx.state is None or tx.state[0] != cts:
+            tx.state = (cts, set())
+        tx.state[1].add(id(r))
 
     def read_records(self, tx: Txn, todo: list[Rec]):
         # RCC reads and locks records one at a time, as the transaction touches them.

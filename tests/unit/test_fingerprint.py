@@ -257,7 +257,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "txn_tpcc_occ_farm": ("txn", "cb30498f2eaa65df"),
     "txn_tpce_occ_drtmr": ("txn", "aa426cb7eb7d690f"),
     "txn_ycsb_mvcc_one_sided_sleep": ("txn_cc", "3271d8c706052487"),
-    "txn_smallbank_sundial_rpc": ("txn_cc", "7b1e5ea776dbdbd1"),
+    "txn_smallbank_sundial_rpc": ("txn_cc", "d795d1a99ee86130"),
     "txn_ycsb_calvin_rpc": ("txn_cc", "40c9b4fef461c9ce"),
     "perftest_atomic_bw_cx3": ("perftest_bw", "c7d697a145513e4e"),
     "perftest_behind_64k": ("perftest_behind", "f67717c21de2ab0d"),

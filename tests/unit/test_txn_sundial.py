@@ -192,13 +192,15 @@ def test_a_lease_beyond_rts_of_a_locked_record_cannot_be_renewed(verbs):
 
 
 def _read_x_write_y_then_compute(prepare: bool):
-    """Reads X, locks and writes Y (cts 1, beyond X's lease), calls ``tx.prepare()`` if
-    ``prepare``, then computes 60 us (RCC's YCSB order: accesses, prepare, usleep)."""
+    """Reads X, locks and writes Y (cts 1, beyond X's lease), calls ``tx.load_read`` of
+    X and ``tx.prepare()`` if ``prepare``, then computes 60 us (RCC's YCSB order:
+    accesses, load_read, prepare, usleep)."""
     def body(tx):
         v = yield from tx.read(0, X)
         yield from tx.read(0, Y, True)
         tx.write(0, Y, v)
         if prepare:
+            yield from tx.load_read(0, X)
             yield from tx.prepare()
         yield tx.compute(60_000.0)
     return body
@@ -208,7 +210,8 @@ def _read_x_write_y_then_compute(prepare: bool):
 @pytest.mark.parametrize("prepare,causes", [(True, {}), (False, {"validation": 1})])
 def test_prepare_renews_before_the_computation(verbs, prepare, causes):
     """A writer commits X 20 us in, while the reader computes. Renewed in
-    ``prepare()`` before the computation (RCC's YCSB), the reader's lease on X already
+    ``load_read`` (RPC) or ``prepare()`` (one-sided) before the computation (RCC's
+    YCSB), the reader's lease on X already
     covers its cts, the writer commits above it and the reader commits without renewing
     again, ordered first; renewed at commit, after the computation, the reader finds X
     rewritten and aborts once."""
@@ -225,7 +228,7 @@ def test_prepare_renews_before_the_computation(verbs, prepare, causes):
 @pytest.mark.parametrize("renew_lock,serializable", [(True, True), (False, False)])
 def test_one_sided_renewal_under_a_lock_keeps_a_racy_point_serializable(renew_lock,
                                                                         serializable):
-    """A contended YCSB point (2 nodes, 2 threads, seed 5624) where a writer locks a
+    """A contended YCSB point (2 nodes, 2 threads, seed 5625) where a writer locks a
     record between a renewer's header READ and its lease WRITE: with RCC's plain WRITE
     the writer commits below the extended lease and the history has a write-skew
     cycle; renewing under a brief lock keeps it serializable."""
@@ -236,7 +239,7 @@ def test_one_sided_renewal_under_a_lock_keeps_a_racy_point_serializable(renew_lo
     cfg = sk.rcc_config(sk.SundialProtocol(kind="sundial", verbs="one_sided",
                                            retry_backoff=True, renew_lock=renew_lock))
     hist = History()
-    b = build(_PROFILE, 2, 2, wl, cfg, 1, seed=5624, history=hist, kind="sundial")
+    b = build(_PROFILE, 2, 2, wl, cfg, 1, seed=5625, history=hist, kind="sundial")
     run_txn_bench(b, 0.0, 60_000.0, drain=True)
     assert hist.check().serializable == serializable
     assert len(hist) > 5
