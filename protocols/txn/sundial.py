@@ -6,11 +6,15 @@ Scope
     A transaction reads records without locking them, write-locks the records it will
     write as its body first touches them (one at a time), and computes its commit
     timestamp ``cts = max(wts of every version read, rts + 1 of every record locked)``.
-    Before committing it renews the lease of each record it read but did not lock (in
-    :meth:`System.prepare` when the body calls ``Txn.prepare``, as RCC's YCSB does
-    before its ``usleep``; else at commit): the version must still be current (same
-    ``wts``) and, when ``cts`` lies beyond its lease, not locked by a writer; the lease is
-    then extended to ``cts``. Written records get
+    Before committing it renews the lease of each record it read but did not lock: one
+    record at a time when the body takes up its value (:meth:`System.load_read`, as
+    RCC's SmallBank and YCSB bodies call ``load_read`` after their accesses: only a
+    record whose ``rts`` seen at the read lies below ``cts``), then all of them again
+    in :meth:`System.prepare` when a stage is one-sided and the body calls
+    ``Txn.prepare`` (RCC's YCSB, before its ``usleep``), and at commit those not covered
+    at the final ``cts``: the version must still be current (same ``wts``) and, when
+    ``cts`` lies beyond its lease, not locked by a writer; the lease is then extended to
+    ``cts``. Written records get
     ``wts = rts = cts``. The history is serializable in ``cts`` order.
 
     Record (:data:`SUNDIAL_LAYOUT`, 24-B header): lock word (8 B: the attempt's timestamp,
@@ -39,13 +43,15 @@ Scope
                  ``validation`` if it changed): two round trips
     ``lock``     CAS(0 -> ts) + READ lease + count + value in    a lock RPC per record
                  one doorbell                                    (parked while it waits)
-    ``renew``    READ lock + lease of every read record (one     one renew RPC per node
-                 round trip); then, one record after the other,  for the records whose
-                 per record whose ``rts < cts``: CAS(0 ->        ``rts < cts`` at read
-                 RENEWING | ts) + READ lease in one doorbell     time (others are
-                 (one round trip), then WRITE lease + WRITE 0    covered); one round trip
-                 unsignaled (see ``renew_lock`` below; RCC: a
-                 plain WRITE of the lease word, one round trip)
+    ``renew``    READ lock + lease of the records renewed    one renew RPC per node
+                 (one round trip: one record in ``load_read``,   for the records whose
+                 all of them in ``prepare``); then, one record   ``rts < cts`` at read
+                 after the other, per record whose ``rts <       time (others are
+                 cts``: CAS(0 -> RENEWING | ts) + READ lease in  covered); one round trip
+                 one doorbell (one round trip), then WRITE       (one record in
+                 lease + WRITE 0 unsignaled (see ``renew_lock``  ``load_read``)
+                 below; RCC: a plain WRITE of the lease word,
+                 one round trip)
     ``log``      WRITE the log to each backup's ring             a log RPC per backup
     ``commit``   per locked record WRITE lease + count + value   one update RPC per node
                  and WRITE 0 to the lock, one doorbell, only     (install, unlock)
@@ -90,7 +96,8 @@ record-offset lookup (a warm location cache: RCC's scripts build with ``RDMA_CAC
 Stages timed as RCC's timers time them (``sundial_rdma.*``; metrics ``lat_<stage>_us`` per
 committed transaction and ``lat_<stage>_call_us`` per call): ``read`` and ``lock`` one
 call per record (the one-sided READ before a lock is in no timer), ``renew`` one call
-per batch (RCC renews record by record in the body), ``log`` for a transaction that
+per record renewed in ``load_read`` and one per ``prepare`` or commit that renews any,
+``log`` for a transaction that
 writes (its acknowledgement in no timer), ``commit``, ``release`` (after an abort).
 """
 from __future__ import annotations
