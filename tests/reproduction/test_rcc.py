@@ -74,7 +74,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "least contention: one-sided OCC above one-sided MVCC",
         "least contention: one-sided OCC above one-sided SUNDIAL",
         "most contention: RPC OCC (fallen most sharply) below MVCC",
-        # one-sided SUNDIAL 4% above MVCC at one contention level
+        # one-sided MVCC only 1.2% above SUNDIAL at one contention level
         "one-sided: MVCC above SUNDIAL at every contention level",
     },
     ("fig19_logs_contention", "demo"): {
@@ -91,8 +91,8 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     },
     ("fig21_latency_breakdown", "demo"): {
         # stage means per call, timed as RCC's timers (docs/model.md, R10). RCC's own logs
-        # (docs/data/rcc_stage_logs.csv) put RPC MVCC's read below OCC's and SUNDIAL's
-        # and its lock within 0.2 us of the others' (3.43-3.64 us)
+        # (docs/data/rcc_stage_logs.csv) put RPC MVCC's read below OCC's and its lock
+        # within 0.2 us of the others' (3.43-3.64 us)
         "RPC: MVCC read latency above OCC",
         "RPC: MVCC lock latency above NOWAIT",
         "RPC: MVCC lock latency above WAITDIE",
@@ -101,7 +101,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     },
     ("fig22_logs_emulated", "demo"): {
         # at RCC's logged contention (90% hot picks) the model's abort rates hold but
-        # OCC's throughput is 1.31-1.45x RCC's; the QP walk moves one-sided 0.98-1.03x
+        # OCC's throughput is 1.31-1.45x RCC's; the QP walk moves one-sided 0.98-1.05x
         # from 1 to 10 QPs (misses add latency ten coroutines overlap)
         "RPC OCC, one QP per peer: 55.0 K txns/s per node",
         "one-sided OCC, one QP per peer: 82.2 K txns/s per node",
