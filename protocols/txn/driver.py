@@ -29,6 +29,8 @@ Scope
     ``read_records``     read records the body asked for (``Txn.read_many``)
     ``prepare(tx)``      work the body asks for before its computation (``Txn.prepare``;
                          default none)
+    ``load_read(tx, r)`` work when the body takes up the value of record ``r`` it read
+                         (``Txn.load_read``; default none)
     ``fetch_post/wait``  prefetch support (``prefetches()`` says whether it is on)
     ``write_unread``     a write of a record not read first (a new :class:`.api.Rec` or
                          ``ValueError``)
