@@ -43,7 +43,7 @@ Scope
                  ``validation`` if it changed): two round trips
     ``lock``     CAS(0 -> ts) + READ lease + count + value in    a lock RPC per record
                  one doorbell                                    (parked while it waits)
-    ``renew``    READ lock + lease of the records renewed    one renew RPC per node
+    ``renew``    READ lock + lease of the records renewed        one renew RPC per node
                  (one round trip: one record in ``load_read``,   for the records whose
                  all of them in ``prepare``); then, one record   ``rts < cts`` at read
                  after the other, per record whose ``rts <       time (others are
@@ -97,8 +97,8 @@ Stages timed as RCC's timers time them (``sundial_rdma.*``; metrics ``lat_<stage
 committed transaction and ``lat_<stage>_call_us`` per call): ``read`` and ``lock`` one
 call per record (the one-sided READ before a lock is in no timer), ``renew`` one call
 per record renewed in ``load_read`` and one per ``prepare`` or commit that renews any,
-``log`` for a transaction that
-writes (its acknowledgement in no timer), ``commit``, ``release`` (after an abort).
+``log`` for a transaction that writes (its acknowledgement in no timer), ``commit``,
+``release`` (after an abort).
 """
 from __future__ import annotations
 
