@@ -244,9 +244,8 @@ class TxnSystem:
                 calls = tx.calls
                 for k, v in tx.phases.items():
                     ph[k] = ph.get(k, 0.0) + v
-                    # a protocol that times no call (its stages set once per attempt)
-                    # makes one call of each
-                    pc[k] = pc.get(k, 0) + (calls.get(k, 0) if calls else 1)
+                    # a stage set once per attempt, not through timed(), is one call
+                    pc[k] = pc.get(k, 0) + calls.get(k, 1)
 
     # ================================================================ shared steps
     def timed(self, tx: Txn, stage: str, steps):
@@ -288,13 +287,17 @@ class TxnSystem:
     def log_writes(self, tx: Txn, writes: list):
         """Log ``writes`` to the backups through the protocol's ``self.repl``
         (:class:`protocols.txn.replication.Replication`) over the log stage's verbs, the
-        attempt's log-phase CPU (``phase_ns[2]``) first; then add the attempt to the
-        history."""
+        attempt's log-phase CPU (``phase_ns[2]``) first, as one call of the ``log`` stage
+        (RCC's log timer runs only for a transaction that writes); then add the attempt
+        to the history."""
         if writes:
-            if tx.spec.phase_ns[2]:
-                yield tx.ep.compute(tx.spec.phase_ns[2])
-            yield from self.repl.log(tx, writes, self.how("log"))
+            yield from self.timed(tx, "log", self._replicate(tx, writes))
         self.record(tx)
+
+    def _replicate(self, tx: Txn, writes: list):
+        if tx.spec.phase_ns[2]:
+            yield tx.ep.compute(tx.spec.phase_ns[2])
+        yield from self.repl.log(tx, writes, self.how("log"))
 
     def run_body(self, tx: Txn, ep=None):
         """The execution phase: the coordinator's CPU of it (``phase_ns[0]``, on ``ep``,

@@ -280,7 +280,6 @@ class System(TxnSystem):
         spec = tx.spec
         tx.owner = owner
         tx.ts = self.timestamp(owner)
-        tx.phases = dict.fromkeys(self.STAGES, 0.0)
         ep = tx.ep
         yield from self.run_body(tx)
         recs, writes = yield from self.commit_sets(tx)

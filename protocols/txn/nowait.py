@@ -112,9 +112,7 @@ class System(TxnSystem):
         for r in writes:
             if not r.locked:
                 yield from self.timed(tx, "lock", self.lock_record(tx, r, True))
-        # RCC's log timer runs only for a transaction that writes
-        log = self.log_writes(tx, writes)
-        yield from (self.timed(tx, "log", log) if writes else log)
+        yield from self.log_writes(tx, writes)
         if spec.phase_ns[3]:
             yield tx.ep.compute(spec.phase_ns[3])
         yield from self.timed(tx, "commit", self.commit_writes(tx, writes))

@@ -305,8 +305,6 @@ class OccSystem(TxnSystem):
         two calls of the ``commit`` stage: ``outer`` and ``inner`` [ns]."""
         tx.phases["commit"] = outer + inner
         tx.calls["commit"] = 2
-        for k in ("lock", "validate", "log"):
-            tx.calls[k] = 1
 
     # ================================================================ execution
     def fetch(self, tx: Txn, recs: list[Rec]):

@@ -219,9 +219,7 @@ class System(TxnSystem):
             reads = [r for r in reads if id(r) not in tx.state[1]]
         if reads:
             yield from self.timed(tx, "renew", self.renew(tx, reads))
-        # RCC's log timer runs only for a transaction that writes
-        log = self.log_writes(tx, writes)
-        yield from (self.timed(tx, "log", log) if writes else log)
+        yield from self.log_writes(tx, writes)
         yield from self.timed(tx, "commit", self.commit_locked(
             tx, [r for r in recs if r.locked]))
 
