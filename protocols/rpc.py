@@ -161,7 +161,7 @@ class Endpoint(Worker):
     """A worker thread with RPC and grouped one-sided waits (see module doc)."""
 
     def __init__(self, mesh: "Mesh", node: int, index: int) -> None:
-        super().__init__(mesh.cluster, node, index)
+        super().__init__(mesh.cluster, node, index, loop_delay=mesh.loop_delay)
         self.mesh = mesh
         self.cfg = mesh.cfg
         self.ud = None
@@ -464,11 +464,14 @@ class Mesh:
     with the 80-node emulation); ``ud`` one UD QP per thread. RECV queues are deep enough
     for every message peers can have in flight (``in_flight`` messages per peer thread).
     ``loopback``: every thread also has an RC QP pair (``qps_per_peer`` pairs) to itself.
+    ``loop_delay`` [ns]: each endpoint's event-loop delay (:class:`protocols.runtime.Worker`).
     """
 
     def __init__(self, cluster, threads: int, cfg: RpcConfig, rc: bool = True,
-                 qps_per_peer: int = 1, in_flight: int = 16, loopback: bool = False) -> None:
+                 qps_per_peer: int = 1, in_flight: int = 16, loopback: bool = False,
+                 loop_delay: float = 0.0) -> None:
         self.cluster = cluster
+        self.loop_delay = loop_delay
         self.sim = cluster.sim
         self.cfg = cfg
         self.threads = threads

@@ -54,13 +54,16 @@ class Worker:
 
     Params: ``node`` [index into ``cluster.nodes``], ``index`` [thread number on that
     node; it runs on core ``index mod cores``], ``nic`` [NIC index on the node; default
-    ``index mod nics_per_node``], ``context`` (a shared verbs context; default a new one).
+    ``index mod nics_per_node``], ``context`` (a shared verbs context; default a new one),
+    ``loop_delay`` [ns]: what the event loop adds, on an idle thread, between a completion
+    becoming visible and its poll (:meth:`rnicsim.verbs.Context.create_cq`; 0 for a loop
+    that polls nothing else, as DrTM+H's and FaSST's).
     ``worker.thread`` is the CPU thread; ``worker.ctx`` its verbs context; ``worker.cq``
     the completion queue every QP created through :meth:`create_qp` reports to.
     """
 
     def __init__(self, cluster, node: int, index: int, nic: int | None = None,
-                 context: Context | None = None) -> None:
+                 context: Context | None = None, loop_delay: float = 0.0) -> None:
         if isinstance(node, bool) or not isinstance(node, Integral) or \
                 not 0 <= node < len(cluster.nodes):
             raise ValueError(f"Worker: node must be a node index 0..{len(cluster.nodes) - 1}, "
@@ -75,7 +78,7 @@ class Worker:
         n_nics = len(cluster.nodes[node].nics)
         nic = index % n_nics if nic is None else nic
         self.ctx = context or Context(cluster, node, nic, self.thread)
-        self.cq = self.ctx.create_cq(self.thread)
+        self.cq = self.ctx.create_cq(self.thread, loop_delay)
         self.switch_ns = cluster.profile.host.coroutine_switch
         self._next_id = 0
         self._waiting: dict[int, list] = {}        # wr id -> [event, remaining, wcs]

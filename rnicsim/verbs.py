@@ -195,10 +195,17 @@ class Context:
         """Largest inline payload [B]."""
         return self._nic.p.max_inline
 
-    def create_cq(self, thread: Thread | None = None) -> "CompletionQueue":
-        """A completion queue polled by ``thread`` (default: the context's thread)."""
+    def create_cq(self, thread: Thread | None = None,
+                  loop_delay: float = 0.0) -> "CompletionQueue":
+        """A completion queue polled by ``thread`` (default: the context's thread).
+
+        ``loop_delay`` [ns, >= 0]: what the polling thread's event loop adds, when idle, to
+        the host's ``poll_detect`` before it polls this queue (its other polls and scans
+        between two polls of this one); 0 for a loop that polls nothing else."""
+        if not loop_delay >= 0:
+            raise ValueError(f"create_cq: loop_delay must be >= 0 ns, got {loop_delay!r}")
         th = thread or self.thread
-        cq = Cq(self.sim, f"{self._nic.name}/cq", self.host)
+        cq = Cq(self.sim, f"{self._nic.name}/cq", self.host, float(loop_delay))
         return CompletionQueue(cq, th)
 
     def create_qp(self, qtype: str, send_cq: "CompletionQueue",

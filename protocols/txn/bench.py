@@ -78,7 +78,8 @@ def build(profile, nodes: int, threads: int, workload, cfg, coroutines: int,
         cluster = Cluster(sim, profile, nodes, nics_per_node, cores=cores,
                           topology=topology)
         mesh = Mesh(cluster, threads, cfg.rpc, rc=True, qps_per_peer=qps_per_peer,
-                    in_flight=2 * coroutines + 8, loopback=cfg.costs.loopback)
+                    in_flight=2 * coroutines + 8, loopback=cfg.costs.loopback,
+                    loop_delay=cfg.costs.loop_delay)
         store = Store(cluster, workload.tables, threads, cfg.rep_factor,
                       cache_warm=getattr(cfg, "index_cache", True),
                       layout=entry.layout_of(cfg))

@@ -52,12 +52,14 @@ class SoftwareCosts:
     # What the framework's own code adds (:data:`FRAMEWORKS`, scenario key
     # ``protocol.framework``): CPU per transaction attempt on its coordinator's thread
     # [ns], and whether one-sided locks (and MVCC's one-sided reads) READ the record
-    # first (:meth:`protocols.txn.access.Access.index_read`), and whether the
+    # first (:meth:`protocols.txn.access.Access.index_read`), whether the
     # coordinator reaches its own node's records through the NIC as well
-    # (:meth:`protocols.txn.driver.TxnSystem.by_cpu`).
+    # (:meth:`protocols.txn.driver.TxnSystem.by_cpu`), and what its event loop adds, on
+    # an idle thread, before it polls a completion [ns] (:class:`protocols.runtime.Worker`).
     txn_cpu: float = 0.0
     index_read: bool = False
     loopback: bool = False
+    loop_delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,30 +72,47 @@ class FrameworkCosts:
     time at each profile's host clock; ``index_read``: its one-sided locks (and MVCC's
     one-sided reads) READ the record whole first; ``loopback``: the coordinator's own
     node's records go through the NIC as every other node's do (one-sided verbs on an RC
-    QP to itself, RPCs to itself) instead of its CPU touching them."""
+    QP to itself, RPCs to itself) instead of its CPU touching them; ``loop_cycles``: what
+    its event loop adds, on an idle thread, between a completion (or an RPC message)
+    becoming visible and its poll [cycles] (:class:`protocols.runtime.Worker`)."""
 
     txn_cycles: float
     index_read: bool
     loopback: bool
+    loop_cycles: float = 0.0
 
 
 FRAMEWORKS: dict[str, FrameworkCosts] = {
     # The model's steps alone (DrTM+H's per-phase cycles are the workload's).
     "none": FrameworkCosts(0.0, False, False),
     # RCC's code as it ran for its paper (Alchem-Lab/drtmh; logs on hybrid-cc at
-    # 64bf7c64, made by the code of deeede4e). txn_cycles is calibration: fitted to
-    # RCC's logged SmallBank throughput at 10 threads x 10 coroutines on 4 EDR nodes
-    # (docs/data/rcc_logs.csv, dir overall/edr; RCC fig. 15), where the coordinators
-    # are CPU-bound: RCC spends 5.7-8.6 us of thread time per transaction there, the
-    # model's steps alone 2.3-3.8 us; one constant (geometric mean of the ten ratios 1), as
-    # the ten differences do not grow with round trips. Checks on those ten runs are
-    # calibration; every other RCC log and figure validates it. index_read and loopback
-    # are read off the code, not fitted: index_read is Access.index_read; loopback, as
-    # every protocol object of RCC's workers is built with response_node -1
-    # (src/app/smallbank/bank_worker.cc, tpcc_worker.cc), which TXOpBase keeps as its
-    # node_id_ (src/rtx/txn_interface.h, tx_operator.hpp), so no record ever takes a
-    # `pid == node_id_` local branch (nowait_rdma.cc's local lock path is assert(false)).
-    "rcc": FrameworkCosts(7_800.0, True, True),
+    # 64bf7c64, made by the code of deeede4e). Two constants are calibration, each
+    # fitted to one set of RCC's logs (geometric mean of the ratios 1):
+    # - loop_cycles, to the 42 stage means per call of fig. 21's one-coroutine runs
+    #   (docs/data/rcc_stage_logs.csv; 4 EDR nodes, SmallBank): RCC's worker polls in a
+    #   master routine between its coroutines (src/core/rworker.cc new_master_routine:
+    #   events_handler in src/core/rworker.h polls the UD messages and flushes the
+    #   pending replies, checks the lock manager's waiters, polls the CQ of every
+    #   pending one-sided request and scans every coroutine's timeout with rdtsc, then
+    #   switches to the next ready routine), so an idle thread notices a completion or
+    #   an RPC message about 0.7 us after it lands, where the model's 20-ns switch and
+    #   30-ns poll gave stage waits 0.54-1.00x RCC's (0.2-1.6 us short in every kind
+    #   of wait, one-sided and RPC alike, two waits per RPC round trip). A busy thread
+    #   polls when its work ends, so CPU-bound runs barely move (r2's scheduler, the
+    #   same group's successor, measures 0.85 us per yield and resume; docs/model.md).
+    # - txn_cycles, to RCC's logged SmallBank throughput at 10 threads x 10 coroutines
+    #   on 4 EDR nodes (docs/data/rcc_logs.csv, dir overall/edr; RCC fig. 15), where the
+    #   coordinators are CPU-bound: RCC spends 5.7-8.6 us of thread time per
+    #   transaction there, the model's steps alone 2.3-3.8 us; one constant, as the ten
+    #   differences do not grow with round trips.
+    # Checks on those runs are calibration; every other RCC log and figure validates
+    # them. index_read and loopback are read off the code, not fitted: index_read is
+    # Access.index_read; loopback, as every protocol object of RCC's workers is built
+    # with response_node -1 (src/app/smallbank/bank_worker.cc, tpcc_worker.cc), which
+    # TXOpBase keeps as its node_id_ (src/rtx/txn_interface.h, tx_operator.hpp), so no
+    # record ever takes a `pid == node_id_` local branch (nowait_rdma.cc's local lock
+    # path is assert(false)).
+    "rcc": FrameworkCosts(7_500.0, True, True, 1_500.0),
 }
 
 
@@ -105,7 +124,7 @@ def framework_costs(framework: str, clock_hz: float, costs: SoftwareCosts) -> So
                          f"got {framework!r}")
     f = FRAMEWORKS[framework]
     return replace(costs, txn_cpu=f.txn_cycles / clock_hz * 1e9, index_read=f.index_read,
-                   loopback=f.loopback)
+                   loopback=f.loopback, loop_delay=f.loop_cycles / clock_hz * 1e9)
 
 
 def resolve_stages(stages_of: tuple[str, ...], verbs: str,

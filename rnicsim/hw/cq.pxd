@@ -10,6 +10,7 @@ cdef class Cq:
     cdef public object sim, name, host, _waiter, mode
     cdef public list _heap, _nic_waits
     cdef public Py_ssize_t _seq, pushed, taken
+    cdef public double loop_delay
 
     cpdef push(self, wc, t_visible)
 

@@ -2,8 +2,9 @@
 
 Scope: the NIC pushes a completion with the time it becomes visible in host memory; a
 thread either takes what is visible now (``take``) or waits (``wait``). A waiting thread
-notices a completion after ``poll_detect`` (busy polling) or ``interrupt_latency``
-(interrupt mode) and then pays CPU for the poll call, each CQE and, with interrupts, the
+notices a completion after ``poll_detect`` (busy polling; plus the queue's ``loop_delay``, what
+the polling thread's event loop adds between two polls of this queue) or
+``interrupt_latency`` (interrupt mode) and then pays CPU for the poll call, each CQE and, with interrupts, the
 interrupt and wake-up (``interrupt_cpu``) plus re-arming the CQ for the next event
 (``ibv_req_notify_cq``: one ``mmio`` doorbell store). Several completions visible at once are taken by one wake-up.
 On a core with CPU hogs the thread notices the completion later, as
@@ -25,9 +26,9 @@ class Cq:
     """A completion queue of one NIC; ``mode`` is ``"poll"`` or ``"interrupt"``."""
 
     __slots__ = ("sim", "name", "host", "_heap", "_seq", "_waiter", "mode", "pushed", "taken",
-                 "_nic_waits")
+                 "_nic_waits", "loop_delay")
 
-    def __init__(self, sim, name: str, host) -> None:
+    def __init__(self, sim, name: str, host, loop_delay: float = 0.0) -> None:
         self.sim = sim
         self.name = name
         self.host = host
@@ -38,6 +39,11 @@ class Cq:
         self.pushed = 0
         self.taken = 0
         self._nic_waits: list = []   # (count, callback): CORE-Direct WAITs of send queues
+        # Mean delay [ns] a busy-polling thread's event loop adds, when idle, between a
+        # completion becoming visible and its poll of this queue (the loop's other polls
+        # and scans between two polls of this one); a thread still busy with earlier work
+        # polls when that work ends if that is later.
+        self.loop_delay = loop_delay
 
     def push(self, wc, t_visible: float) -> None:
         """NIC side: completion ``wc`` becomes visible to software at ``t_visible`` [ns]."""
@@ -74,7 +80,8 @@ class Cq:
         ev, thread, max_n, _ = self._waiter
         self._waiter = (ev, thread, max_n, True)
         h = self.host
-        t = t_visible + (h.interrupt_latency if self.mode == "interrupt" else h.poll_detect)
+        t = t_visible + (h.interrupt_latency if self.mode == "interrupt"
+                         else h.poll_detect + self.loop_delay)
         if thread.core.hogs is not None:   # time slicing with CPU hogs (hw/host.py)
             t = thread.wake_at(t, self.mode == "interrupt")
         busy = thread.core.busy_until

@@ -186,9 +186,10 @@ def _rows(name: str, size: str, extra: list[str] | None = None):
 
 def test_rcc_scenarios_declare_validation_checks_and_gaps_name_them():
     """``rnicsim reproduce rcc`` finds exactly the study's scenarios, each running RCC's
-    framework (``protocol.framework: rcc``); the checks are validation but the ten
-    SmallBank throughputs of RCC's logs that the framework CPU was fitted to
-    (calibration), and every R1-R14 claim has a validation check; every KNOWN_GAPS note
+    framework (``protocol.framework: rcc``); the checks are validation but those of RCC's
+    logs that the framework's two constants were fitted to (calibration): the ten
+    SmallBank throughputs (CPU per attempt) and the 42 one-coroutine stage means per call
+    (event-loop delay); every R1-R14 claim has a validation check; every KNOWN_GAPS note
     is the note of a check of its scenario. Loads only."""
     assert "rcc" in available()
     assert [f.stem for f in scenario_files("rcc")] == sorted(SCENARIOS)
@@ -202,7 +203,10 @@ def test_rcc_scenarios_declare_validation_checks_and_gaps_name_them():
         calibration += [(name, c.metric, c.where.get("workload.benchmark"))
                         for c in sc.expected if c.role == "calibration"]
         claims |= {c.claim for c in sc.expected if c.role == "validation"}
-    assert calibration == [("fig15_logs_edr", "throughput_mtxns_per_node", "smallbank")] * 10
+    assert calibration[:10] == [("fig15_logs_edr", "throughput_mtxns_per_node", "smallbank")] * 10
+    assert len(calibration) == 52
+    assert all(n == "fig21_logs_latency" and m.startswith("lat_") and m.endswith("_call_us")
+               for n, m, _ in calibration[10:])
     assert claims == {f"R{i}" for i in range(1, 15)}
     for (name, size), notes in KNOWN_GAPS.items():
         sc = load_scenario(ROOT / f"{name}.yaml", [f"run.size={size}"])

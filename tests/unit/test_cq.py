@@ -7,12 +7,14 @@ from rnicsim.profile import load_profile
 from rnicsim.sim import Simulation
 
 
-def _setup(mode):
+def _setup(mode, loop_delay=0.0, busy_until=0.0):
     sim = Simulation(1)
     host = load_profile("cx3-roce-10g").host
     th = CpuThread(sim, "n0/t0", Core("n0/core0"), host, 0)
     th.sleeps = mode == "interrupt"
-    cq = Cq(sim, "cq", host)
+    if busy_until:
+        th.reserve(0.0, busy_until)       # earlier work the thread finishes first
+    cq = Cq(sim, "cq", host, loop_delay)
     cq.mode = mode
     got = []
 
@@ -32,6 +34,18 @@ def test_poller_sees_a_completion_after_poll_detect_and_books_the_poll():
     woke = 1000.0 + h.poll_detect
     assert got == [(pytest.approx(woke, rel=1e-12), 1)]
     assert th.core.busy_until == pytest.approx(woke + h.poll_cq + h.cqe_handle, rel=1e-12)
+
+
+def test_an_event_loop_adds_its_delay_on_an_idle_thread_only():
+    """loop_delay 700 ns: an idle poller resumes poll_detect + 700 ns after the CQE; one
+    still busy until 2,500 ns (later than both) resumes when its work ends; interrupt
+    mode ignores the loop."""
+    th, h, got = _setup("poll", loop_delay=700.0)
+    assert got == [(pytest.approx(1000.0 + h.poll_detect + 700.0, rel=1e-12), 1)]
+    th, h, got = _setup("poll", loop_delay=700.0, busy_until=2500.0)
+    assert got == [(pytest.approx(2500.0, rel=1e-12), 1)]
+    th, h, got = _setup("interrupt", loop_delay=700.0)
+    assert got == [(pytest.approx(1000.0 + h.interrupt_latency, rel=1e-12), 1)]
 
 
 def test_interrupt_wakeup_rearms_the_cq_with_one_doorbell_before_polling():

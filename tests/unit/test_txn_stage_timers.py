@@ -17,7 +17,7 @@ _SC = {"version": 1, "name": "timers",
                     "ycsb_records_per_thread": 100000, "ycsb_hot_records_per_thread": 10,
                     "ycsb_hot_probability": 0.0},
        "protocol": {"kind": "nowait", "verbs": "one_sided", "framework": "rcc"},
-       "run": {"seed": 1, "warmup": "20us", "measure": "300us"}}
+       "run": {"seed": 1, "warmup": "20us", "measure": "400us"}}
 
 
 def _run(**protocol) -> dict:
