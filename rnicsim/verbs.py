@@ -202,8 +202,10 @@ class Context:
         ``loop_delay`` [ns, >= 0]: what the polling thread's event loop adds, when idle, to
         the host's ``poll_detect`` before it polls this queue (its other polls and scans
         between two polls of this one); 0 for a loop that polls nothing else."""
-        if not loop_delay >= 0:
-            raise ValueError(f"create_cq: loop_delay must be >= 0 ns, got {loop_delay!r}")
+        if isinstance(loop_delay, bool) or not isinstance(loop_delay, (int, float)) \
+                or not loop_delay >= 0:
+            raise ValueError(f"create_cq: loop_delay must be a number of ns >= 0, got "
+                             f"{loop_delay!r}")
         th = thread or self.thread
         cq = Cq(self.sim, f"{self._nic.name}/cq", self.host, float(loop_delay))
         return CompletionQueue(cq, th)

@@ -98,8 +98,9 @@ FRAMEWORKS: dict[str, FrameworkCosts] = {
     #   an RPC message about 0.7 us after it lands, where the model's 20-ns switch and
     #   30-ns poll gave stage waits 0.54-1.00x RCC's (0.2-1.6 us short in every kind
     #   of wait, one-sided and RPC alike, two waits per RPC round trip). A busy thread
-    #   polls when its work ends, so CPU-bound runs barely move (r2's scheduler, the
-    #   same group's successor, measures 0.85 us per yield and resume; docs/model.md).
+    #   polls when its work ends, so CPU-bound runs barely move. (r2, the successor of
+    #   the RLib that DrTM+H's and RCC's code build on, measures about 0.85 us per
+    #   yield and resume through its scheduler; docs/model.md, "Host".)
     # - txn_cycles, to RCC's logged SmallBank throughput at 10 threads x 10 coroutines
     #   on 4 EDR nodes (docs/data/rcc_logs.csv, dir overall/edr; RCC fig. 15), where the
     #   coordinators are CPU-bound: RCC spends 5.7-8.6 us of thread time per

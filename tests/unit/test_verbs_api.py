@@ -52,6 +52,15 @@ def test_post_send_takes_a_list_of_work_requests(cx4):
         w0.post(a, WorkRequest(READ, 8, rkey=mr.rkey))
 
 
+@pytest.mark.parametrize("delay", [-1.0, "700", float("nan"), True])
+def test_create_cq_refuses_a_loop_delay_that_is_not_a_time(cx4, delay):
+    """An event loop's delay is a number of ns >= 0: anything else is a ValueError naming
+    the call and the value."""
+    sim, cl, w0, w1, a, b, mr = _pair(cx4)
+    with pytest.raises(ValueError, match="create_cq: loop_delay must be a number of ns"):
+        w0.ctx.create_cq(w0.thread, delay)
+
+
 def test_posting_on_an_unconnected_rc_qp_says_connect_first(cx4):
     """An RC QP that was never connected cannot send: ValueError, not a TypeError from the
     NIC model when it looks up the peer."""
