@@ -2,9 +2,10 @@
 
 Scope: the NIC pushes a completion with the time it becomes visible in host memory; a
 thread either takes what is visible now (``take``) or waits (``wait``). A waiting thread
-notices a completion after ``poll_detect`` (busy polling; plus the queue's ``loop_delay``, what
-the polling thread's event loop adds between two polls of this queue) or
-``interrupt_latency`` (interrupt mode) and then pays CPU for the poll call, each CQE and, with interrupts, the
+notices a completion after ``poll_detect`` (busy polling; plus the queue's
+``loop_delay``, what the polling thread's event loop adds between two polls of this
+queue) or ``interrupt_latency`` (interrupt mode), or when the work it booked earlier ends
+if that is later, and then pays CPU for the poll call, each CQE and, with interrupts, the
 interrupt and wake-up (``interrupt_cpu``) plus re-arming the CQ for the next event
 (``ibv_req_notify_cq``: one ``mmio`` doorbell store). Several completions visible at once are taken by one wake-up.
 On a core with CPU hogs the thread notices the completion later, as
