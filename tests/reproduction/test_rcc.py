@@ -37,7 +37,7 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
 # trip, as cheap as OCC's read).
 KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig15_logs_edr", "demo"): {
-        # YCSB abort rates rest on a handful of aborts at demo size (350-520 attempts a
+        # YCSB abort rates rest on a handful of aborts at demo size (330-460 attempts a
         # point): RPC SUNDIAL 1.5% (RCC 0.9%), RPC MVCC 0.8% (RCC 3.6%); the idle
         # threads' event-loop delay lengthens every lock hold, so the one-sided forms
         # and RPC WAITDIE abort 1.5-2.2x RCC's (one-sided NOWAIT 6.8%, RCC 4.3%)
@@ -67,27 +67,27 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "YCSB: RPC NOWAIT, WAITDIE, OCC fall past their peak (17 below 9 coroutines)",
     },
     ("fig17_logs_coroutines", "demo"): {
-        # RPC OCC at 17 coroutines commits 1.33x RCC's
+        # RPC OCC at 17 coroutines commits 1.36x RCC's
         "YCSB RPC OCC, 17 coroutines: 79.6 K txns/s per node",
     },
     ("fig19_contention", "demo"): {
         "RPC CALVIN flat across contention (spread <= 15%)",
-        # sleep-bound ties at demo size (docs/model.md): one-sided OCC 0.99x MVCC at the
-        # most contention
+        # sleep-bound ties at demo size (docs/model.md): one-sided OCC 0.98x MVCC at the
+        # least contention, 1.01x at the most
         "least contention: one-sided OCC above one-sided MVCC",
         "most contention: one-sided OCC (fallen most sharply) below MVCC",
-        # one-sided MVCC only 1.2% above SUNDIAL at one contention level
+        # one-sided MVCC 0.97-0.98x SUNDIAL at 10% and 50% hot picks
         "one-sided: MVCC above SUNDIAL at every contention level",
     },
     ("fig19_logs_contention", "demo"): {
-        # OCC falls 1.22-1.32x by 99% hot picks, RCC's 1.55-1.84x: the model's attempts
+        # OCC falls 1.20-1.28x by 99% hot picks, RCC's 1.55-1.84x: the model's attempts
         # lost to contention cost OCC less
         "RPC OCC: no hot picks / 99% hot picks = 1.84",
         "one-sided OCC: no hot picks / 99% hot picks = 1.55",
     },
     ("fig20_computation", "demo"): {
         "CALVIN: RPC and one-sided equal (within 5%) at every computation",
-        # RPC OCC 0.94-0.95 of 2PL (not below)
+        # RPC OCC 0.95-0.99x 2PL (0.98-0.99x at 256 us, not the 2% below asked)
         "64+ us of computation: RPC OCC below NOWAIT",
         "64+ us of computation: RPC OCC below WAITDIE",
     },
@@ -104,17 +104,17 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     },
     ("fig22_logs_emulated", "demo"): {
         # at RCC's logged contention (90% hot picks) the model's abort rates hold but
-        # OCC's throughput is 1.31-1.45x RCC's; the QP walk moves one-sided 0.98-1.05x
+        # OCC's throughput is 1.29-1.39x RCC's; the QP walk moves one-sided 0.99-1.08x
         # from 1 to 10 QPs (misses add latency ten coroutines overlap)
         "RPC OCC, one QP per peer: 55.0 K txns/s per node",
         "one-sided OCC, one QP per peer: 82.2 K txns/s per node",
         "one-sided: per node drops from 1 to 10 QPs per peer (RCC: 1.023-1.093x)",
-        # one-sided SUNDIAL drops 5.1% from 10 to 40 QPs (its refused renewals rise with
-        # the misses: abort rate 0.48 at 1 QP, 0.59 at 10 and 40)
+        # one-sided SUNDIAL drops 5.2% from 10 to 40 QPs (its refused renewals rise with
+        # the misses: abort rate 0.47 at 1 QP, 0.59 at 10, 0.60 at 40)
         "one-sided: from 10 to 40 QPs per peer under 5% more (RCC: 1.002-1.028x)",
     },
     ("fig22_scale", "demo"): {
-        # MVCC leads SUNDIAL by 20-25% over RPC, by 10-17% one-sided (11% and 10% at 4
+        # MVCC leads SUNDIAL by 21-25% over RPC, by 10-17% one-sided (11% and 10% at 4
         # and 36 nodes, 17% at 76); one-sided SUNDIAL drops 1.6% from 4 to 36 nodes
         "RPC: MVCC above SUNDIAL by 9-12% at every size",
         "one-sided: MVCC above SUNDIAL by 9-12% at every size",
@@ -138,7 +138,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "one-sided OCC, 10 threads: 84.53 K txns/s per node",
     },
     ("table2_msg_rate_no_sleep", "demo"): {
-        # CPU-bound RPC threads post 2.0-2.6x table 2's rate (requests and replies; the
+        # CPU-bound RPC threads post 1.9-2.6x table 2's rate (requests and replies; the
         # requests alone are about half): RCC's RPC path costs more CPU per message
         "RPC NOWAIT: 9.49 Mpps per node",
         "RPC WAITDIE: 9.25 Mpps per node",
@@ -146,7 +146,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "RPC MVCC: 10.7 Mpps per node",
         "RPC SUNDIAL: 9.91 Mpps per node",
         # one-sided SUNDIAL renews each due read in load_read and all reads again in
-        # prepare (RCC's YCSB): 35.5 M work requests, 1.20x
+        # prepare (RCC's YCSB): 35.3 M work requests, 1.20x
         "one-sided SUNDIAL: 29.52 Mpps per node",
     },
     ("table3_tcp", "demo"): {
