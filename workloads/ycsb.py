@@ -117,8 +117,11 @@ class Ycsb:
         return TxnSpec("ycsb", lambda tx: self._body(tx, keys), ro, keys=tuple(keys))
 
     def _body(self, tx, keys):
-        for table, k, w in keys:
-            v = yield from tx.read(table, k, w)
+        # RCC's ycsb_func declares every access (rtx->read / rtx->write) before it loads
+        # any value: one read_many, whose records each protocol reads as RCC's does (one
+        # at a time, or, RCC's RPC OCC, in one batch of read RPCs)
+        vals = yield from tx.read_many(list(keys))
+        for (table, k, w), v in zip(keys, vals):
             if w:
                 tx.write(table, k, _Q.pack(_Q.unpack_from(v)[0] + 1) + self._pad)
         # RCC's ycsb_func: load_read of every record read, then the protocol's prepare(),

@@ -228,7 +228,8 @@ class OccSystem(TxnSystem):
         if tx.doomed:
             raise Abort("lock")
         now = sim.now
-        tx.phases[E] = now - t
+        if not self.cfg.rcc_stages:
+            tx.phases[E] = now - t    # RCC's read timer is per wait (fetch_wait)
         if self.cfg.only_execution:
             # TX_ONLY_EXE: the transaction ends with its execution phase (locks taken in
             # execution are released, nothing is validated, logged, written or recorded).
@@ -237,10 +238,6 @@ class OccSystem(TxnSystem):
             return
         t = now
         recs = list(tx.recs.values())
-        if self.cfg.rcc_stages:
-            # RCC's read timer: one call per READ one-sided, one per transaction over
-            # RPC (its reads go out in one batch)
-            tx.calls["read"] = max(tx.units, 1) if self.cfg.execution == "one_sided" else 1
         if tx.read_only and not any(r.locked for r in recs):
             if spec.phase_ns[1]:
                 yield tx.ep.compute(spec.phase_ns[1])
@@ -383,7 +380,16 @@ class OccSystem(TxnSystem):
         return st
 
     def fetch_wait(self, tx: Txn, st: list):
-        """Wait for the requests :meth:`fetch_post` posted and parse the replies."""
+        """Wait for the requests :meth:`fetch_post` posted and parse the replies; with
+        ``rcc_stages`` one call of the ``read`` stage, as RCC's read timer is around
+        each wait for reads (``occ_rdma.h`` ``remote_read``: one READ; ``occ.h``
+        ``load_read``: one batch of read RPCs), not around the body's own CPU."""
+        if self.cfg.rcc_stages:
+            yield from self.timed(tx, "read", self._fetch_wait(tx, st))
+        else:
+            yield from self._fetch_wait(tx, st)
+
+    def _fetch_wait(self, tx: Txn, st: list):
         w, one, two_step, calls, mode, lock_now = st
         ep = tx.ep
         cfg = self.cfg

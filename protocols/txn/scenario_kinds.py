@@ -246,8 +246,10 @@ class OccProtocol(BaseModel):
 def occ_config(proto: OccProtocol) -> OccConfig:
     """The :class:`OccConfig` of a scenario's ``occ`` protocol block: a DrTM+H preset
     with overrides, or RCC's OCC when ``verbs`` is given (RCC's build: location cache,
-    no passive ACK, no outstanding requests, aborts real, retry at once; lock and
-    validation timed as stages of their own)."""
+    no passive ACK, aborts real, retry at once; lock and validation timed as stages of
+    their own; one-sided reads one at a time, as ``OR`` 0 builds ``occ_rdma.h``'s
+    ``remote_read``, and RPC reads together, as ``occ.h``'s ``remote_read`` only adds
+    the record to a batch of read RPCs that the first ``load_read`` sends)."""
     from .systems import preset
 
     if proto.verbs is not None:
@@ -256,8 +258,9 @@ def occ_config(proto: OccProtocol) -> OccConfig:
         cfg = OccConfig(execution=side["read"], index_cache=True, lock=side["lock"],
                         validate=side["validate"], log=side["log"], commit=side["commit"],
                         release=side["release"], ro_read=side["read"],
-                        ro_validate=side["validate"], passive_ack=False, outstanding=False,
-                        retry_backoff=True, rcc_stages=True)
+                        ro_validate=side["validate"], passive_ack=False,
+                        outstanding=side["read"] == "two_sided", retry_backoff=True,
+                        rcc_stages=True)
         over = {k: getattr(proto, k) for k in ("passive_ack", "outstanding",
                                                "retry_backoff", "rep_factor")
                 if getattr(proto, k) is not None}

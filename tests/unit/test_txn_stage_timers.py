@@ -93,3 +93,17 @@ def test_occ_commit_is_rccs_two_nested_timers():
     assert m["lat_commit_us"] / m["lat_commit_call_us"] == pytest.approx(2.0)
     # the outer call holds the lock and the log, so the two exceed them
     assert m["lat_commit_us"] > m["lat_lock_us"] + m["lat_log_us"]
+
+
+def test_rcc_occ_reads_one_at_a_time_one_sided_and_in_one_batch_over_rpc():
+    """RCC's OCC: one-sided, each record is its own READ and its own read call
+    (``occ_rdma.h`` ``remote_read``); over RPC the three reads go out as one batch with
+    one wait, one read call (``occ.h``: ``remote_read`` adds to the batch that the first
+    ``load_read`` sends), whose wait is about one round trip, not three."""
+    one = _run(kind="occ", verbs="one_sided")
+    rpc = _run(kind="occ", verbs="rpc")
+    assert one["committed"] > 20 and rpc["committed"] > 20
+    assert one["lat_read_us"] / one["lat_read_call_us"] == pytest.approx(3.0)
+    assert rpc["lat_read_us"] / rpc["lat_read_call_us"] == pytest.approx(1.0)
+    assert rpc["lat_read_call_us"] < 1.5 * rpc["lat_lock_call_us"]
+    assert rpc["round_trips_per_txn"] <= one["round_trips_per_txn"] - 2 + 1e-9
