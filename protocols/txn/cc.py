@@ -97,7 +97,7 @@ FRAMEWORKS: dict[str, FrameworkCosts] = {
     #   pending one-sided request and scans every coroutine's timeout with rdtsc, then
     #   switches to the next ready routine), so an idle thread notices a completion or
     #   an RPC message about 0.7 us after it lands, where the model's 20-ns switch and
-    #   30-ns poll gave stage waits 0.54-1.00x RCC's (0.2-1.6 us short in every kind
+    #   30-ns poll give stage waits 0.54-0.91x RCC's (0.2-1.6 us short in every kind
     #   of wait, one-sided and RPC alike, two waits per RPC round trip). A busy thread
     #   polls when its work ends, so CPU-bound runs barely move. (r2, the successor of
     #   the RLib that DrTM+H's and RCC's code build on, measures about 0.85 us per
