@@ -120,7 +120,7 @@ class Ycsb:
         # RCC's ycsb_func declares every access (rtx->read / rtx->write) before it loads
         # any value: one read_many, whose records each protocol reads as RCC's does (one
         # at a time, or, RCC's RPC OCC, in one batch of read RPCs)
-        vals = yield from tx.read_many(list(keys))
+        vals = yield from tx.read_many(keys)
         for (table, k, w), v in zip(keys, vals):
             if w:
                 tx.write(table, k, _Q.pack(_Q.unpack_from(v)[0] + 1) + self._pad)

@@ -183,6 +183,8 @@ class System(TxnSystem):
         self._waiters: dict[int, list] = {}    # node -> parked lock requests
         self._cts: dict[int, int] = {}         # owner -> commit_id_ (see module doc)
         self.renew_lock = cfg.option("renew_lock", True)
+        # RCC builds SUNDIAL's prepare() only when a stage is one-sided
+        self._prepares = any(how != "rpc" for how in cfg.stages.values())
         self.vs = {t.id: t.value_size for t in self.store.tables.values()}
 
     # ================================================================ record bytes
@@ -229,7 +231,7 @@ class System(TxnSystem):
         is one-sided (its ``prepare()``, built only then, comes after its ``load_read``
         calls and before its ``usleep``, and its commit does not renew again);
         ``tx.state`` keeps that timestamp and those records for the commit."""
-        if all(how == "rpc" for how in self.cfg.stages.values()):
+        if not self._prepares:
             return
         reads = _leased(tx.recs.values())
         if reads:
