@@ -341,15 +341,18 @@ class MvccProtocol(_RccProtocol):
 class SundialProtocol(_RccProtocol):
     """SUNDIAL: logical leases on read records, renewed before commit.
 
-    ``renew_lock``: a one-sided renewal extends a lease under a brief lock (CAS + READ,
-    then WRITE lease + unlock); false: RCC's plain WRITE after the header READ, which
-    lets a writer locking in between commit below the new lease (not serializable)."""
+    ``renew_lock``: true, a one-sided renewal extends a lease under a brief lock (CAS +
+    READ, then WRITE lease + unlock); false, RCC's plain WRITE after the header READ,
+    which lets a writer locking in between commit below the new lease (not
+    serializable). Unset, the framework's code decides: ``framework: rcc`` runs RCC's
+    code as it ran, the plain WRITE; any other framework renews under the lock."""
 
     kind: Literal["sundial"]
-    renew_lock: bool = True
+    renew_lock: Optional[bool] = None
 
     def options(self) -> dict:
-        return {"renew_lock": self.renew_lock}
+        lock = self.renew_lock if self.renew_lock is not None else self.framework != "rcc"
+        return {"renew_lock": lock}
 
 
 class CalvinProtocol(_RccProtocol):

@@ -77,18 +77,20 @@ Deviations from RCC's code, and why
       locks (RCC's ``read_lat`` and ``lock`` timers around each access); SUNDIAL holds
       no read locks, so ``release`` only runs after an abort and a committing
       transaction spends nothing in it.
-    - One-sided renewal (``renew_lock``, default on): RCC's code (branch ``hybrid-cc``)
-      READs the header and then WRITEs the new lease word. A writer whose CAS + READ
-      lands between the two sees the old ``rts``, commits below the extended lease, and
-      the history can have a write-skew cycle (the checker finds one on small YCSB
-      runs; RCC's branch ``fix_sundial_atomic`` swaps the WRITE for a CAS on the lease
-      word, which has the same window, since the lock is another word). So the
-      extension is made under a brief lock whose word has the ``RENEWING`` bit: a
-      writer finds it held and waits (the bit makes it younger than any requester), a
-      renewer finding another renewer's lock tries again, one finding a writer's lock
-      applies RCC's rule. The round trips are RCC's (the WRITE and the unlock go
-      unsignaled); three more work requests per renewed record. ``renew_lock: false``
-      keeps RCC's plain WRITE.
+    - One-sided renewal (``renew_lock``, on unless the framework is RCC's): RCC's
+      code (branch ``hybrid-cc``) READs the header and then WRITEs the new lease word.
+      A writer whose CAS + READ lands between the two sees the old ``rts``, commits
+      below the extended lease, and the history can have a write-skew cycle (the
+      checker finds one on small YCSB runs; RCC's branch ``fix_sundial_atomic`` swaps
+      the WRITE for a CAS on the lease word, which has the same window, since the lock
+      is another word). So the extension is made under a brief lock whose word has the
+      ``RENEWING`` bit: a writer finds it held and waits (the bit makes it younger than
+      any requester), a renewer finding another renewer's lock tries again, one finding
+      a writer's lock applies RCC's rule. The round trips are RCC's (the WRITE and the
+      unlock go unsignaled); three more work requests per renewed record.
+      ``renew_lock: false`` keeps RCC's plain WRITE, and so does ``framework: rcc``
+      unless ``renew_lock`` is set: that framework is RCC's code as it ran for its
+      paper, so its reproductions measure RCC's verbs.
 
 Not modelled: two-phase commit (RCC forces ``TX_TWO_PHASE_COMMIT_STYLE`` 0), the
 record-offset lookup (a warm location cache: RCC's scripts build with ``RDMA_CACHE 1``).
@@ -381,7 +383,7 @@ class System(TxnSystem):
         """Extend the lease of remote ``r`` (lease word ``word`` as just READ) to
         ``cts`` with one-sided verbs.
 
-        ``renew_lock`` (default): under a brief lock, so that no writer can lock the
+        ``renew_lock``: under a brief lock, so that no writer can lock the
         record between the check and the extension and commit below the new ``rts``:
         CAS(0 -> RENEWING | ts) + READ of the lease word in one doorbell; then WRITE the
         lease and WRITE 0 to the lock, unsignaled (the lock keeps writers out until

@@ -29,8 +29,8 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
              "table3_tcp"]
 
 # (scenario, size) -> notes of the claim checks the model does not reproduce (measured
-# values and causes: docs/model.md, "RCC gaps"). 67 of the 305 measured validation checks
-# at demo size, and 2 of the 52 calibration checks. Most come from three causes: YCSB's
+# values and causes: docs/model.md, "RCC gaps"). 63 of the 305 measured validation checks
+# at demo size, and 1 of the 52 calibration checks. Most come from three causes: YCSB's
 # usleep (each attempt holds its thread ~67 us, so at demo size every protocol's thread
 # is sleep-bound and the differences RCC sees in network work shrink to ties);
 # SmallBank's CPU-bound coordinators and one-sided NOWAIT's batched lock+read (one round
@@ -40,14 +40,14 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig15_logs_edr", "demo"): {
         # YCSB abort rates rest on a handful of aborts at demo size (330-460 attempts a
         # point): RPC SUNDIAL 1.5% (RCC 0.9%), RPC MVCC 0.8% (RCC 3.6%); the idle
-        # threads' event-loop delay lengthens every lock hold, so the one-sided forms
-        # and RPC WAITDIE abort 1.5-2.2x RCC's (one-sided NOWAIT 6.8%, RCC 4.3%)
+        # threads' event-loop delay lengthens every lock hold, so one-sided NOWAIT,
+        # WAITDIE and OCC and RPC WAITDIE abort 1.5-2.2x RCC's (one-sided NOWAIT 6.8%,
+        # RCC 4.3%)
         "YCSB RPC SUNDIAL: 0.9% of attempts abort",
         "YCSB RPC MVCC: 3.6% of attempts abort",
         "YCSB RPC WAITDIE: 4.5% of attempts abort",
         "YCSB one-sided NOWAIT: 4.3% of attempts abort",
         "YCSB one-sided OCC: 0.9% of attempts abort",
-        "YCSB one-sided SUNDIAL: 1.1% of attempts abort",
         "YCSB one-sided WAITDIE: 2.7% of attempts abort",
         "YCSB RPC OCC: 1.0% of attempts abort",
     },
@@ -124,17 +124,13 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "RPC OCC, one QP per peer: 55.0 K txns/s per node",
         "one-sided OCC, one QP per peer: 82.2 K txns/s per node",
         "one-sided: per node drops from 1 to 10 QPs per peer (RCC: 1.023-1.093x)",
-        # one-sided SUNDIAL drops 5.2% from 10 to 40 QPs (its refused renewals rise with
-        # the misses: abort rate 0.47 at 1 QP, 0.59 at 10, 0.60 at 40)
-        "one-sided: from 10 to 40 QPs per peer under 5% more (RCC: 1.002-1.028x)",
     },
     ("fig22_scale", "demo"): {
-        # MVCC leads SUNDIAL by 21-25% over RPC, by 10-17% one-sided (11% and 10% at 4
-        # and 36 nodes, 17% at 76); one-sided SUNDIAL drops 1.6% from 4 to 36 nodes, RPC
-        # OCC 3.7% (its reads wait once per transaction, not once per peer)
+        # MVCC leads SUNDIAL by 21-25% over RPC, by 3-7% one-sided (3% at 4 and 36
+        # nodes, 7% at 76; SUNDIAL renews with RCC's READ and WRITE); RPC OCC drops 3.7%
+        # from 4 to 36 nodes (its reads wait once per transaction, not once per peer)
         "RPC: MVCC above SUNDIAL by 9-12% at every size",
         "one-sided: MVCC above SUNDIAL by 9-12% at every size",
-        "one-sided: a drop from 4 to 36 nodes (per node, 2% or more: RCC's logged runs drop 2-9%)",
         "RPC: a large drop from 4 to 36 nodes (per node, 10% or more)",
     },
     ("r14_nowait_batching", "demo"): {
@@ -162,18 +158,13 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "RPC OCC: 9.75 Mpps per node",
         "RPC MVCC: 10.7 Mpps per node",
         "RPC SUNDIAL: 9.91 Mpps per node",
-        # one-sided SUNDIAL renews each due read in load_read and all reads again in
-        # prepare (RCC's YCSB): 35.3 M work requests, 1.20x
-        "one-sided SUNDIAL: 29.52 Mpps per node",
     },
     ("table3_tcp", "demo"): {
         "two-sided RDMA about an order of magnitude above TCP (RCC: 5.2-10.0x) for every protocol",
     },
     ("fig21_logs_latency", "demo"): {
         # calibration (the event-loop delay was fitted to the 42 stage means): one-sided
-        # SUNDIAL renews under a lock (the renew_lock deviation, 1.48x); one-sided OCC's
-        # log 0.72x
-        "one-sided SUNDIAL: renew stage 4.14 us per call",
+        # OCC's log 0.72x
         "one-sided OCC: log stage 3.07 us per call",
     },
 }

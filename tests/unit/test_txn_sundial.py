@@ -245,6 +245,18 @@ def test_one_sided_renewal_under_a_lock_keeps_a_racy_point_serializable(renew_lo
     assert len(hist) > 5
 
 
+@pytest.mark.parametrize("framework,renew_lock,expected", [
+    ("none", None, True), ("rcc", None, False), ("rcc", True, True),
+    ("none", False, False)])
+def test_renewal_follows_the_framework_unless_set(framework, renew_lock, expected):
+    """Unset, ``renew_lock`` is the framework's code: RCC's plain WRITE under ``rcc``
+    (its code as it ran), the brief lock otherwise; a value set wins."""
+    extra = {} if renew_lock is None else {"renew_lock": renew_lock}
+    block = sk.SundialProtocol(kind="sundial", verbs="one_sided", framework=framework,
+                               **extra)
+    assert sk.rcc_config(block).option("renew_lock") is expected
+
+
 @pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
 def test_an_older_writer_waits_for_a_younger_holder(verbs):
     """Both start in the same microsecond, so node 0's transaction is the older. Node 2
