@@ -173,7 +173,9 @@ class Search:
                              f"for a hybrid search, got {sc.workload.kind!r}")
         self.benchmark = sc.workload.benchmark
         self.kinds = self._kinds(sc, protocols)
-        other = [k for k in sc.sweep if not k.startswith("protocol.")]
+        # A swept key pinned by --set is left with one value: a configuration, not a sweep.
+        other = [k for k, vs in sc.sweep.items()
+                 if not k.startswith("protocol.") and len(vs) > 1]
         if other:
             raise InputError(file, f"sweep.{other[0]}", "no sweep but the protocol's: the "
                              "search runs one configuration (pin the key with --set "

@@ -254,6 +254,16 @@ REFUSALS = {
 }
 
 
+def test_a_swept_key_pinned_with_set_is_one_configuration(tmp_path) -> None:
+    """--set on a swept key leaves it one value, as ``run`` does: the search takes it
+    (the refusal above names this remedy); the points run at the pinned value."""
+    f = tiny(tmp_path, "sweep: {cluster.threads: [1, 2]}")
+    search = hs.Search(f, ["cluster.threads=2"], None, ["nowait"])
+    pts = points(search.scenario({"nowait": [0, 31]}))
+    assert len(pts) == 2
+    assert {p.cluster.threads for _, p in pts} == {2}
+
+
 @pytest.mark.parametrize("case", REFUSALS)
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, case: str) -> None:
     """Each refusal: exit 2 and one error line naming the file or flag, nothing run."""
