@@ -10,6 +10,7 @@ of ``.log_0``) and the set-up the log prints.
     python docs/data/rcc_logs.py /path/to/drtmh [--ref hybrid-cc] > docs/data/rcc_logs.csv
     python docs/data/rcc_logs.py --types /path/to/drtmh > docs/data/rcc_txn_types.csv
     python docs/data/rcc_logs.py --stages /path/to/drtmh > docs/data/rcc_stage_logs.csv
+    python docs/data/rcc_logs.py --hybrid /path/to/drtmh > docs/data/rcc_hybrid_logs.csv
 
 Columns: ``dir`` (under ``scripts/data_for_osdi20/out/``), ``benchmark``, ``protocol``,
 ``verbs`` (rpc or one_sided), ``nodes``, ``threads``, ``coroutines`` (from the results
@@ -34,6 +35,14 @@ per ``END()`` of that timer (``src/core/utils/latency_profier.h``), not a sum pe
 transaction, for coroutine 1 of worker thread 0 of node 0, averaged over the run's
 epochs; which work each timer holds differs by protocol (docs/model.md, "RCC gaps",
 R10).
+
+With ``--hybrid``: one row per run of RCC's hybrid sweep
+(``scripts/data_for_asplos21/out/hybrid/cor_C/BENCH/PROTOCOL/hc_CODE/``, 4 EDR nodes, 10
+threads, C coroutines, every ``HYBRID_CODE`` of a protocol on YCSB, SmallBank and TPC-C),
+with the columns above but ``dir`` and ``verbs`` replaced by ``hybrid_code``. These runs
+were made in December 2020 with the code of ``hybrid-cc``'s head (64bf7c64), not the code
+of the runs above (deeede4e): SUNDIAL, for one, renews its leases in one batch at
+``prepare`` there, where deeede4e renews each due read in ``load_read``.
 """
 from __future__ import annotations
 
@@ -62,7 +71,10 @@ COLUMNS = ["dir", "benchmark", "protocol", "verbs", "nodes", "threads", "corouti
            "scale_factor", "tx_hot", "num_hot", "write_num", "epochs",
            "throughput_mtxns_per_node", "abort_rate", "lat_p50_us", "lat_p90_us",
            "lat_p99_us"]
-_NAME = re.compile(r"drtmh-nocc(\w+?)-(bank|ycsb|tpcc)-(\d+)-(rpc|onesided)\.log_0$")
+_NAME = re.compile(r"drtmh-nocc(\w+?)-(bank|ycsb|tpcc)-(\d+)-(rpc|onesided|hybrid)\.log_0$")
+HYBRID_OUT = "scripts/data_for_asplos21/out/hybrid/"
+_HYBRID_DIR = re.compile(r"cor_(\d+)/\w+/\w+/hc_(\d+)/")
+HYBRID_COLUMNS = ["hybrid_code" if c == "verbs" else c for c in COLUMNS if c != "dir"]
 _SYS = re.compile(r"System throughput ([\d.]+) ([KM]), abort ([\d.e+-]+)")
 _LAT = re.compile(r"Medium latency ([\d.]+)ms, 90th latency ([\d.]+)ms, "
                   r"99th latency ([\d.]+)ms")
@@ -94,8 +106,9 @@ def _verbs(m: re.Match) -> str:
     return "one_sided" if m.group(4) == "onesided" else "rpc"
 
 
-def row(path: str, text: str) -> dict | None:
-    """One run's row from its master log, or None when it printed no epoch."""
+def row(path: str, text: str, out_dir: str = OUT) -> dict | None:
+    """One run's row from its master log (under ``out_dir``), or None when it printed no
+    epoch. A hybrid run's row has its ``hybrid_code`` instead of ``dir`` and ``verbs``."""
     m = _NAME.search(path)
     sys_lines = [(float(v) * (1e-3 if u == "K" else 1.0), float(a))
                  for v, u, a in _SYS.findall(text)]
@@ -107,7 +120,7 @@ def row(path: str, text: str) -> dict | None:
     scale = _SCALE.search(text)
     lat = _LAT.search(text)
     n = len(sys_lines)
-    out = {"dir": path[len(OUT):].rsplit("/", 1)[0], "benchmark": m.group(2),
+    out = {"dir": path[len(out_dir):].rsplit("/", 1)[0], "benchmark": m.group(2),
            "protocol": m.group(1), "verbs": _verbs(m),
            "nodes": nodes, "threads": res.group(2) if res else "",
            "coroutines": res.group(3) if res else "",
@@ -118,6 +131,11 @@ def row(path: str, text: str) -> dict | None:
            "abort_rate": f"{sum(a for _, a in sys_lines) / n:.5f}"}
     for i, k in enumerate(("lat_p50_us", "lat_p90_us", "lat_p99_us")):
         out[k] = f"{float(lat.group(i + 1)) * 1000:.1f}" if lat else ""
+    if m.group(4) == "hybrid":
+        h = _HYBRID_DIR.search(path)
+        del out["dir"], out["verbs"]
+        out["hybrid_code"] = int(h.group(2))
+        out["coroutines"] = out["coroutines"] or h.group(1)
     return out
 
 
@@ -153,12 +171,34 @@ def main(argv: list[str] | None = None) -> int:
                       help="per-type latencies of the one-coroutine runs instead")
     what.add_argument("--stages", action="store_true",
                       help="the stage timers of the one-coroutine runs instead")
+    what.add_argument("--hybrid", action="store_true",
+                      help="the runs of RCC's hybrid sweep instead")
     a = ap.parse_args(argv)
     commit = _git(a.repo, "rev-parse", a.ref).strip()
     w = csv.DictWriter(sys.stdout, TYPE_COLUMNS if a.types else
-                       STAGE_COLUMNS if a.stages else COLUMNS, lineterminator="\n")
-    sys.stdout.write(f"# Alchem-Lab/drtmh {a.ref} at {commit}, {OUT}\n")
+                       STAGE_COLUMNS if a.stages else
+                       HYBRID_COLUMNS if a.hybrid else COLUMNS, lineterminator="\n")
+    sys.stdout.write(f"# Alchem-Lab/drtmh {a.ref} at {commit}, "
+                     f"{HYBRID_OUT if a.hybrid else OUT}\n")
     w.writeheader()
+    if a.hybrid:
+        # the sweep's runs only (cor_C/BENCH/PROTOCOL/hc_CODE/), not the rpc_onesided
+        # directories beside them
+        paths = [p for p in _git(a.repo, "ls-tree", "-r", "--name-only", a.ref,
+                                 HYBRID_OUT).split("\n")
+                 if p.endswith(".log_0") and _HYBRID_DIR.search(p)]
+        rows = []
+        for p in paths:
+            try:
+                text = _git(a.repo, "show", f"{a.ref}:{p}")
+            except subprocess.CalledProcessError:
+                continue     # a log whose blob the clone lacks
+            if (r := row(p, text, HYBRID_OUT)) is not None:
+                rows.append(r)
+        rows.sort(key=lambda r: (int(r["coroutines"]), r["benchmark"], r["protocol"],
+                                 r["hybrid_code"]))
+        w.writerows(rows)
+        return 0
     for d in (["lat-breakdown"] if a.types or a.stages else DIRS):
         paths = [p for p in _git(a.repo, "ls-tree", "-r", "--name-only", a.ref,
                                  OUT + d + "/").split("\n") if p.endswith(".log_0")]
