@@ -6,6 +6,7 @@ Software reaches the hardware only through :mod:`rnicsim.verbs`.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from numbers import Integral
 from typing import Callable
 
@@ -27,6 +28,9 @@ class Node:
         self.nics = [Rnic(sim, first_nic_id + i, node_id, profile, self.memory,
                           f"n{node_id}/nic{i}") for i in range(nics_per_node)]
         self._threads: dict[int, CpuThread] = {}
+        # Per core, the QPs whose posting state its cache holds, least recently posted
+        # first (rnicsim.verbs, host.qp_state_cache).
+        self.qp_state: dict[Core, OrderedDict] = {}
 
     def thread(self, index: int) -> CpuThread:
         """Software thread ``index`` of this node, pinned to core ``index mod cores``."""

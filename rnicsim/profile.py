@@ -314,6 +314,9 @@ class HostSection(BaseModel):
     wqe_build: TimeP                # CPU time to build one WQE [ns]
     mmio: TimeP                     # CPU time of one doorbell / BlueFlame store [ns]
     uar_lock: TimeP                 # extra CPU time to take a shared doorbell register [ns]
+    qp_state_cache: PosCountP       # QPs whose posting state (send and completion rings,
+                                    # driver state) a core's private cache keeps [count]
+    qp_state_miss: TimeP            # extra CPU time of a post to a QP outside them [ns]
     poll_cq: TimeP                  # CPU time of one ibv_poll_cq call [ns]
     cqe_handle: TimeP               # CPU time per completion taken [ns]
     poll_detect: TimeP              # mean delay from a memory/CQ write to a spinning poller

@@ -24,9 +24,13 @@ rounded up to 64-B basic blocks. A context
 has ``uar_dedicated`` doorbell registers; QPs beyond them are spread over ``uar_shared``
 registers, each guarded by a lock that serialises the posts of its QPs; taking it after
 another thread costs ``uar_lock`` (the lock's cache line moves between cores). With
-``blueflame_inline_only`` (libmlx4) only BlueFlame posts take the lock.
+``blueflame_inline_only`` (libmlx4) only BlueFlame posts take the lock. A core's cache
+keeps the posting state (send queue and completion queue rings, driver state) of the
+``qp_state_cache`` QPs it posted to most recently; a post to any other QP costs
+``qp_state_miss`` more, the misses that bring its rings back.
 
-Traces (scope the posting thread, e.g. ``n0/t0``): ``cpu.wqe_build`` (building the WQEs
+Traces (scope the posting thread, e.g. ``n0/t0``): ``cpu.qp_state_miss`` (a post to a QP
+outside the core's cache; ``qpn``), ``cpu.wqe_build`` (building the WQEs
 of one ``post_send``; ``wqes``, ``bytes``), ``cpu.mmio`` (the doorbell or BlueFlame
 stores, with a shared register's lock; ``blueflame``), each lasting until ``end`` [ns];
 ``nic.wqe_fetch`` (scope the NIC: after a plain doorbell, the NIC reads the WQEs over
@@ -34,6 +38,7 @@ PCIe, until they are in).
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from numbers import Integral
 from typing import Sequence
 
@@ -156,6 +161,21 @@ class _Uar:
         self.last = None        # thread that rang it last (owns the lock's cache line)
 
 
+def _cache_qp_state(node, thread: Thread, hw: QpHw) -> bool:
+    """Make ``hw``'s posting state the most recent in the cache of ``thread``'s core (which
+    keeps the host's ``qp_state_cache`` most recently used QPs); True if it was there."""
+    lru = node.qp_state.get(thread.core)
+    if lru is None:
+        lru = node.qp_state[thread.core] = OrderedDict()
+    if hw in lru:
+        lru.move_to_end(hw)
+        return True
+    lru[hw] = None
+    if len(lru) > thread.host.qp_state_cache:
+        lru.popitem(last=False)
+    return False
+
+
 class Context:
     """An opened device context (``ibv_open_device``) on NIC ``nic`` of node ``node``.
 
@@ -229,6 +249,8 @@ class Context:
             uar = self._shared_uars[(self._nqp - len(self._uars)) % len(self._shared_uars)]
         uar.users += 1
         self._nqp += 1
+        # ibv_create_qp writes the new rings, so they start in the creating core's cache.
+        _cache_qp_state(self.node, th, hw)
         return QueuePair(self, hw, th, uar)
 
     def poll_memory(self, mr: MemoryRegion, offset: int, thread: Thread | None = None):
@@ -467,7 +489,9 @@ class QueuePair:
             wr.t_post = now
             if wr.opcode == WAIT and isinstance(wr.wait_cq, CompletionQueue):
                 wr.wait_cq = wr.wait_cq._cq   # the NIC watches the hardware queue
-        t = t_built = th.reserve(now, n * h.wqe_build)
+        hw = self._hw
+        miss = 0.0 if _cache_qp_state(self.ctx.node, th, hw) else h.qp_state_miss
+        t = t_built = th.reserve(now, n * h.wqe_build + miss)
         p = nic.p
         if n == 1:
             wr = wrs[0]
@@ -494,6 +518,9 @@ class QueuePair:
         else:
             t = th.reserve(t, mmio)
         if sim.trace.enabled:
+            if miss:
+                sim.trace.emit(t_built - n * h.wqe_build - miss, "cpu.qp_state_miss", th.name,
+                               end=t_built - n * h.wqe_build, qpn=hw.qpn)
             sim.trace.emit(t_built - n * h.wqe_build, "cpu.wqe_build", th.name, end=t_built,
                            wqes=n, bytes=size)
             sim.trace.emit(t_built, "cpu.mmio", th.name, end=t, blueflame=blueflame)
@@ -506,7 +533,6 @@ class QueuePair:
             if sim.trace.enabled:
                 sim.trace.emit(t_db, "nic.wqe_fetch", nic.name, end=t_nic, wqes=n,
                                bytes=size)
-        hw = self._hw
         if t_nic < hw.db_ready:      # the NIC takes a QP's doorbells in posting order
             t_nic = hw.db_ready
         hw.db_ready = t_nic

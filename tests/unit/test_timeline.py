@@ -309,6 +309,51 @@ def test_libmlx4_locks_a_shared_doorbell_only_for_blueflame():
     assert _post_cpu_on_shared_uar(cx4, False) > 100 * (h4.wqe_build + h4.mmio) + 50 * h4.uar_lock
 
 
+def _post_cpu_over_qps(profile, order, nqps):
+    """CPU time [ns] one thread spends posting one 8-byte WRITE to each QP of ``order``
+    (indices into ``nqps`` RC QPs it created in index order)."""
+    sim = Simulation(1)
+    cl = Cluster(sim, profile, 2, 1)
+    th = cl.nodes[0].thread(0)
+    ctx = Context(cl, 0, 0, th)
+    peer = Context(cl, 1, 0, cl.nodes[1].thread(0))
+    mr = peer.reg_mr(1 << 20)
+    cq = ctx.create_cq()
+    qps = []
+    for _ in range(nqps):
+        q = ctx.create_qp("RC", cq)
+        q.connect(peer.create_qp("RC", peer.create_cq()))
+        qps.append(q)
+
+    def poster():
+        for i in order:
+            yield qps[i].post_send([WorkRequest(WRITE, 8, None, False, False, None, 0,
+                                                mr.rkey, 0)])
+
+    sim.process(poster())
+    sim.run(until=1_000_000)
+    return th.core.busy_ns
+
+
+def test_a_post_to_a_qp_outside_the_cores_cache_pays_qp_state_miss():
+    """With room for 2 QPs' state, creating A, B, C leaves B and C cached; posting A
+    (miss, evicts B), B (miss, evicts C), B, A (hits), C (miss) costs 3 misses on top of
+    5 x (wqe_build + mmio). Round robin over one QP more than the cache holds misses on
+    every post; over as many as it holds, on none."""
+    p = load_profile("cx4-edr").with_overrides({"host.qp_state_cache": 2,
+                                                "host.qp_state_miss": 100.0})
+    h = p.host
+    post = h.wqe_build + h.mmio
+    assert _post_cpu_over_qps(p, [0, 1, 1, 0, 2], 3) == pytest.approx(5 * post + 3 * 100.0)
+    rr = lambda n: [i % n for i in range(4 * n)]  # noqa: E731
+    assert _post_cpu_over_qps(p, rr(2), 2) == pytest.approx(8 * post)
+    assert _post_cpu_over_qps(p, rr(3), 3) == pytest.approx(12 * (post + 100.0))
+    # the shipped profiles charge nothing (host.qp_state_miss 0: a what-if)
+    cx4 = load_profile("cx4-edr")
+    assert _post_cpu_over_qps(cx4, rr(9), 9) == pytest.approx(
+        36 * (cx4.host.wqe_build + cx4.host.mmio))
+
+
 class _Held:
     """What transmit's ``track`` needs: the time overtaking packets added [ns]."""
     late = 0.0
