@@ -31,6 +31,16 @@ Output (``--out DIR``)
     rate, whether it is RCC's code) and ``hybrid_space.png``: per protocol, throughput
     per code as bars in rank order, above a grid marking each code's one-sided stages,
     with RCC's own code for the benchmark (:data:`RCC_CODES`) drawn in another colour.
+
+RCC's measured sweep (``--rcc-sweep``)
+    RCC measured every code itself on 4 EDR nodes x 10 threads, at 10 coroutines (YCSB,
+    SmallBank, TPC-C) and at one (SmallBank): ``docs/data/rcc_hybrid_logs.csv`` (made by
+    ``docs/data/rcc_logs.py --hybrid``, with the code of RCC's ``hybrid-cc`` head, which
+    differs from the code of its other logs: docs/model.md, "RCC gaps"). With the flag a
+    search of a scenario at that set-up prints and writes, per code, RCC's measured
+    throughput per node [M txns/s] and rank, and per protocol the Spearman rank
+    correlation over the codes both ran; any other set-up, or a protocol and benchmark
+    RCC did not sweep, exits 2.
 """
 from __future__ import annotations
 
@@ -60,6 +70,54 @@ RCC_CODES: dict[tuple[str, str], int] = {
 }
 KIND, CODE = "protocol.kind", "protocol.hybrid_code"
 TPUT, P50, P99 = "throughput_mtxns", "lat_p50_us", "lat_p99_us"
+# RCC's measured sweep (see the module doc) and the set-up it ran
+RCC_SWEEP = Path(__file__).resolve().parents[2] / "docs" / "data" / "rcc_hybrid_logs.csv"
+RCC_SWEEP_SETUP = {"nodes": 4, "threads": 10}
+_BENCH = {"smallbank": "bank", "ycsb": "ycsb", "tpcc": "tpcc"}
+
+
+def rcc_sweep(benchmark: str, kinds: list[str], coroutines: int,
+              path: Path = RCC_SWEEP) -> dict[str, dict[int, float]]:
+    """RCC's measured throughput per node [M txns/s] by code, per protocol of ``kinds``,
+    on ``benchmark`` at ``coroutines`` coroutines (:data:`RCC_SWEEP`); InputError naming
+    what RCC did not sweep."""
+    import csv
+
+    if not path.is_file():
+        raise InputError("command line", "--rcc-sweep",
+                         f"RCC's measured sweep at {path} (a clone of this repository "
+                         "has it)")
+    want = _BENCH.get(benchmark)
+    out: dict[str, dict[int, float]] = {k: {} for k in kinds}
+    with path.open() as f:
+        for r in csv.DictReader(line for line in f if not line.startswith("#")):
+            if (r["benchmark"] == want and r["protocol"] in out
+                    and int(r["coroutines"]) == coroutines):
+                out[r["protocol"]][int(r["hybrid_code"])] = float(
+                    r["throughput_mtxns_per_node"])
+    missing = [k for k, v in out.items() if len(v) < 3]
+    if missing:
+        raise InputError("command line", "--rcc-sweep",
+                         f"a protocol and benchmark RCC swept at {coroutines} coroutines; "
+                         f"it did not sweep {', '.join(missing)} on {benchmark}")
+    return out
+
+
+def rcc_comparison(rows: list[dict[str, Any]], measured: dict[int, float]) -> dict:
+    """Compare one protocol's ``rows`` with RCC's ``measured`` throughput by code:
+    ``rho`` (Spearman, over the codes both ran, the model's ``throughput_mtxns`` against
+    RCC's), ``n`` (those codes), ``rcc_rank`` (code -> its rank in RCC's sweep, best
+    first) and ``rcc_best`` (RCC's best code among them)."""
+    from scipy.stats import spearmanr
+
+    model = {r[CODE]: r.get(TPUT, math.nan) for r in rows}
+    common = sorted(c for c in model if c in measured and model[c] == model[c])
+    order = sorted(measured, key=lambda c: (-measured[c], c))
+    ranks = {c: i + 1 for i, c in enumerate(order)}
+    rho = (float(spearmanr([model[c] for c in common], [measured[c] for c in common])
+                 .correlation) if len(common) >= 3 else math.nan)
+    best = max(common, key=lambda c: (measured[c], -c)) if common else None
+    return {"rho": rho, "n": len(common), "rcc_rank": ranks, "rcc_best": best}
 
 
 def stage_bits(kind: str) -> list[int]:
@@ -227,21 +285,32 @@ def _row_of(row: dict[str, Any], rcc: dict[str, int | None]) -> dict[str, Any]:
             "abort_rate": row.get("abort_rate"), "rcc_code": int(rcc[k] == c)}
 
 
-def ranking_rows(rows: list[dict[str, Any]], benchmark: str) -> list[dict[str, Any]]:
-    """``ranking.csv``'s rows: per protocol, its codes best first with their rank."""
+def ranking_rows(rows: list[dict[str, Any]], benchmark: str,
+                 measured: dict[str, dict[int, float]] | None = None) -> list[dict[str, Any]]:
+    """``ranking.csv``'s rows: per protocol, its codes best first with their rank; with
+    ``measured`` (:func:`rcc_sweep`) also RCC's measured throughput per node and rank."""
     rcc = {k: rcc_code(benchmark, k) for k in {r[KIND] for r in rows}}
     out = []
     for kind in dict.fromkeys(r[KIND] for r in rows):
         ranked = rank([r for r in rows if r[KIND] == kind])
-        out += [{"rank": i + 1, **_row_of(r, rcc)} for i, r in enumerate(ranked)]
+        mine = [{"rank": i + 1, **_row_of(r, rcc)} for i, r in enumerate(ranked)]
+        if measured is not None:
+            ranks = rcc_comparison(ranked, measured[kind])["rcc_rank"]
+            for r, raw in zip(mine, ranked):
+                r["throughput_mtxns_per_node"] = raw.get("throughput_mtxns_per_node")
+                r["rcc_measured_mtxns_per_node"] = measured[kind].get(r["code"], "")
+                r["rcc_measured_rank"] = ranks.get(r["code"], "")
+        out += mine
     return out
 
 
 def ranking_lines(ranked: list[dict[str, Any]], benchmark: str, total: dict[str, int],
-                  inert: dict[str, list[str]]) -> list[str]:
+                  inert: dict[str, list[str]], compared: dict[str, dict] | None = None
+                  ) -> list[str]:
     """The printed ranking of :func:`ranking_rows`' rows, one block per protocol;
     ``total``: each protocol's number of codes (the greedy search runs fewer);
-    ``inert``: each protocol's :func:`inert_stages`."""
+    ``inert``: each protocol's :func:`inert_stages`; ``compared``: each protocol's
+    :func:`rcc_comparison` (the rows then carry RCC's measured columns)."""
     lines = []
     for kind in dict.fromkeys(r["protocol"] for r in ranked):
         mine = [r for r in ranked if r["protocol"] == kind]
@@ -249,13 +318,26 @@ def ranking_lines(ranked: list[dict[str, Any]], benchmark: str, total: dict[str,
         head = f"{kind} on {benchmark}: {len(mine)} of {total[kind]} codes run"
         if rcc is not None:
             head += f"; RCC's code {rcc} ({stages_text(kind, rcc)})"
+        extra = (f" {'per node':>8} {'RCC, per node':>13} {'RCC rank':>8}" if compared
+                 else "")
         lines += [head, f"{'rank':>4}  {'code':>4}  {'one-sided stages':34s} "
-                        f"{'Mtxn/s':>8} {'p50 us':>8} {'p99 us':>8} {'aborts':>7}"]
+                        f"{'Mtxn/s':>8} {'p50 us':>8} {'p99 us':>8} {'aborts':>7}{extra}"]
         for r in mine:
             mark = "  <- RCC" if r["rcc_code"] else ""
+            cols = ""
+            if compared:
+                cols = (f" {_num(r['throughput_mtxns_per_node'], 8, 4)} "
+                        f"{_num(r['rcc_measured_mtxns_per_node'], 13, 4)} "
+                        f"{r['rcc_measured_rank'] if r['rcc_measured_rank'] != '' else '-':>8}")
             lines.append(f"{r['rank']:4d}  {r['code']:4d}  {r['one_sided']:34s} "
                          f"{_num(r[TPUT], 8, 4)} {_num(r[P50], 8, 2)} {_num(r[P99], 8, 2)} "
-                         f"{_num(r['abort_rate'], 7, 3)}{mark}")
+                         f"{_num(r['abort_rate'], 7, 3)}{cols}{mark}")
+        if compared:
+            c = compared[kind]
+            where = next((r["rank"] for r in mine if r["code"] == c["rcc_best"]), None)
+            lines.append(f"against RCC's measured sweep: Spearman rho {c['rho']:.2f} over "
+                         f"the {c['n']} codes both ran; RCC's best of them, code "
+                         f"{c['rcc_best']}, ranks {where} here")
         if inert.get(kind):
             lines.append(f"stages whose verbs changed no result here: "
                          f"{', '.join(inert[kind])} (codes differing only in them tie)")
@@ -366,6 +448,9 @@ def main(argv: list[str]) -> int:
                     help=SET_HELP)
     ap.add_argument("--out", metavar="DIR", help="directory for results.csv, ranking.csv "
                     "and hybrid_space.png (default out/hybrid-search/NAME)")
+    ap.add_argument("--rcc-sweep", action="store_true",
+                    help="compare with the sweep RCC measured (scenarios at its set-up: "
+                         "4 nodes x 10 threads, e.g. scenarios/rcc/fig15_logs_edr.yaml)")
     add_run_options(ap)
     a = ap.parse_args(argv)
     from rnicsim.results import check_out_dir
@@ -374,6 +459,17 @@ def main(argv: list[str]) -> int:
     protocols = [p.strip() for arg in a.protocol for p in arg.split(",") if p.strip()]
     search = Search(a.file, a.set, a.size, protocols)
     search.scenario({k: stage_codes(k) for k in search.kinds})   # every code validates
+    measured = None
+    if a.rcc_sweep:
+        c = search.base.cluster
+        got = {"nodes": c.nodes, "threads": c.threads}
+        if got != RCC_SWEEP_SETUP:
+            raise InputError("command line", "--rcc-sweep",
+                             f"a scenario at the set-up of RCC's sweep (cluster.nodes 4, "
+                             f"cluster.threads 10); {a.file} has cluster.nodes {c.nodes} "
+                             f"and cluster.threads {c.threads}")
+        measured = rcc_sweep(search.benchmark, search.kinds,
+                             search.base.workload.coroutines)
     out = check_out_dir(a.out or f"out/hybrid-search/{search.base.name}")
     with closing(open_run_pool(a)) as pool:
         try:
@@ -383,7 +479,10 @@ def main(argv: list[str]) -> int:
             return 1
     from rnicsim.runner import write_csv
 
-    ranked = ranking_rows(rows, search.benchmark)
+    ranked = ranking_rows(rows, search.benchmark, measured)
+    compared = None if measured is None else {
+        k: rcc_comparison([r for r in rows if r[KIND] == k], measured[k])
+        for k in search.kinds}
     write_csv(out / "ranking.csv", ranked)
     c = search.base.cluster
     title = (f"{search.base.name}: {c.nodes} nodes, {c.nic.profile}, {c.threads} threads x "
@@ -391,7 +490,8 @@ def main(argv: list[str]) -> int:
     plot_space(out / "hybrid_space.png", ranked, search.benchmark, title)
     for line in ranking_lines(ranked, search.benchmark,
                               {k: len(stage_codes(k)) for k in search.kinds},
-                              {k: inert_stages(k, rows) for k in search.kinds}):
+                              {k: inert_stages(k, rows) for k in search.kinds},
+                              compared):
         print(line)
     print(f"results: {out}/results.csv, ranking.csv, hybrid_space.png")
     return 0

@@ -267,8 +267,9 @@ def test_hybrid_search_ranks_codes_as_rccs_sweep_measured(tmp_path, capsys, name
     out = tmp_path / "hs"
     assert cli.main(["hybrid-search", str(ROOT / f"{name}.yaml"), "--protocol", kind,
                      "--set", f"workload.benchmark={bench}", "--out", str(out),
-                     "--quiet"]) == 0
-    capsys.readouterr()
+                     "--quiet", "--rcc-sweep"]) == 0
+    printed = capsys.readouterr().out
+    assert "against RCC's measured sweep: Spearman rho" in printed
     with (out / "results.csv").open() as f:
         model = {int(r["protocol.hybrid_code"]): float(r["throughput_mtxns_per_node"])
                  for r in csv.DictReader(f)}

@@ -247,11 +247,41 @@ REFUSALS = {
                        "command line: --protocol: the protocol to search: the scenario "
                        "sweeps protocol.kind over nowait, mvcc (name one or more with "
                        "--protocol)"),
+    # RCC's measured sweep asked for on another set-up
+    "rcc sweep set-up": (None, ["--rcc-sweep"],
+                         "command line: --rcc-sweep: a scenario at the set-up of RCC's "
+                         "sweep (cluster.nodes 4, cluster.threads 10); {f} has "
+                         "cluster.nodes 3 and cluster.threads 1"),
     # a swept cluster key
     "other sweep": (TINY.format(extra="sweep: {cluster.threads: [1, 2]}"), [],
                     "{f}: sweep.cluster.threads: no sweep but the protocol's: the search "
                     "runs one configuration (pin the key with --set cluster.threads=VALUE)"),
 }
+
+
+def test_rccs_measured_sweep_is_read_per_protocol_and_coroutines() -> None:
+    """RCC's sweep file: NOWAIT on YCSB at 10 coroutines has RCC's 16 codes (its read
+    travels with the lock: bit 2 never set), SUNDIAL on SmallBank at one coroutine its 64
+    and RCC's scripted 20 among them; a protocol RCC did not sweep is refused."""
+    got = hs.rcc_sweep("ycsb", ["nowait"], 10)["nowait"]
+    assert len(got) == 16 and not any(c & 2 for c in got)
+    assert all(0.05 < v < 0.2 for v in got.values())
+    bank = hs.rcc_sweep("smallbank", ["sundial"], 1)["sundial"]
+    assert len(bank) >= 64 and 20 in bank
+    with pytest.raises(hs.InputError, match="did not sweep calvin on ycsb"):
+        hs.rcc_sweep("ycsb", ["calvin"], 10)
+
+
+def test_rcc_comparison_ranks_and_correlates() -> None:
+    """Spearman over the codes both ran (a code only one side ran is left out), RCC's
+    ranks best first, and RCC's best code among the common ones."""
+    rows = [{hs.KIND: "nowait", hs.CODE: c, hs.TPUT: t}
+            for c, t in [(0, 1.0), (1, 2.0), (4, 3.0), (5, 4.0)]]
+    same = hs.rcc_comparison(rows, {0: 0.1, 1: 0.2, 4: 0.3, 5: 0.4, 8: 0.9})
+    assert same["rho"] == pytest.approx(1.0) and same["n"] == 4
+    assert same["rcc_rank"] == {8: 1, 5: 2, 4: 3, 1: 4, 0: 5} and same["rcc_best"] == 5
+    flipped = hs.rcc_comparison(rows, {0: 0.4, 1: 0.3, 4: 0.2, 5: 0.1})
+    assert flipped["rho"] == pytest.approx(-1.0) and flipped["rcc_best"] == 0
 
 
 def test_a_swept_key_pinned_with_set_is_one_configuration(tmp_path) -> None:
