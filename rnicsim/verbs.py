@@ -490,7 +490,11 @@ class QueuePair:
             if wr.opcode == WAIT and isinstance(wr.wait_cq, CompletionQueue):
                 wr.wait_cq = wr.wait_cq._cq   # the NIC watches the hardware queue
         hw = self._hw
-        miss = 0.0 if _cache_qp_state(self.ctx.node, th, hw) else h.qp_state_miss
+        # The core's QP-state cache only matters when a miss costs something (every
+        # shipped profile charges none): no bookkeeping on this path otherwise.
+        miss = h.qp_state_miss
+        if miss and _cache_qp_state(self.ctx.node, th, hw):
+            miss = 0.0
         t = t_built = th.reserve(now, n * h.wqe_build + miss)
         p = nic.p
         if n == 1:

@@ -107,7 +107,7 @@ def rcc_comparison(rows: list[dict[str, Any]], measured: dict[int, float]) -> di
     """Compare one protocol's ``rows`` with RCC's ``measured`` throughput by code:
     ``rho`` (Spearman, over the codes both ran, the model's ``throughput_mtxns`` against
     RCC's), ``n`` (those codes), ``rcc_rank`` (code -> its rank in RCC's sweep, best
-    first) and ``rcc_best`` (RCC's best code among them)."""
+    first), ``rcc_best`` (RCC's best code among them) and ``measured`` itself."""
     from scipy.stats import spearmanr
 
     model = {r[CODE]: r.get(TPUT, math.nan) for r in rows}
@@ -117,7 +117,8 @@ def rcc_comparison(rows: list[dict[str, Any]], measured: dict[int, float]) -> di
     rho = (float(spearmanr([model[c] for c in common], [measured[c] for c in common])
                  .correlation) if len(common) >= 3 else math.nan)
     best = max(common, key=lambda c: (measured[c], -c)) if common else None
-    return {"rho": rho, "n": len(common), "rcc_rank": ranks, "rcc_best": best}
+    return {"rho": rho, "n": len(common), "rcc_rank": ranks, "rcc_best": best,
+            "measured": measured}
 
 
 def stage_bits(kind: str) -> list[int]:
@@ -286,20 +287,21 @@ def _row_of(row: dict[str, Any], rcc: dict[str, int | None]) -> dict[str, Any]:
 
 
 def ranking_rows(rows: list[dict[str, Any]], benchmark: str,
-                 measured: dict[str, dict[int, float]] | None = None) -> list[dict[str, Any]]:
+                 compared: dict[str, dict] | None = None) -> list[dict[str, Any]]:
     """``ranking.csv``'s rows: per protocol, its codes best first with their rank; with
-    ``measured`` (:func:`rcc_sweep`) also RCC's measured throughput per node and rank."""
+    ``compared`` (each protocol's :func:`rcc_comparison`) also the model's throughput per
+    node and RCC's measured one and rank."""
     rcc = {k: rcc_code(benchmark, k) for k in {r[KIND] for r in rows}}
     out = []
     for kind in dict.fromkeys(r[KIND] for r in rows):
         ranked = rank([r for r in rows if r[KIND] == kind])
         mine = [{"rank": i + 1, **_row_of(r, rcc)} for i, r in enumerate(ranked)]
-        if measured is not None:
-            ranks = rcc_comparison(ranked, measured[kind])["rcc_rank"]
+        if compared is not None:
+            c = compared[kind]
             for r, raw in zip(mine, ranked):
                 r["throughput_mtxns_per_node"] = raw.get("throughput_mtxns_per_node")
-                r["rcc_measured_mtxns_per_node"] = measured[kind].get(r["code"], "")
-                r["rcc_measured_rank"] = ranks.get(r["code"], "")
+                r["rcc_measured_mtxns_per_node"] = c["measured"].get(r["code"], "")
+                r["rcc_measured_rank"] = c["rcc_rank"].get(r["code"], "")
         out += mine
     return out
 
@@ -479,10 +481,10 @@ def main(argv: list[str]) -> int:
             return 1
     from rnicsim.runner import write_csv
 
-    ranked = ranking_rows(rows, search.benchmark, measured)
     compared = None if measured is None else {
         k: rcc_comparison([r for r in rows if r[KIND] == k], measured[k])
         for k in search.kinds}
+    ranked = ranking_rows(rows, search.benchmark, compared)
     write_csv(out / "ranking.csv", ranked)
     c = search.base.cluster
     title = (f"{search.base.name}: {c.nodes} nodes, {c.nic.profile}, {c.threads} threads x "
