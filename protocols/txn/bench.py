@@ -100,8 +100,7 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     # started together, a thread-bound thread's coroutines stay in lockstep for many
     # transactions and the throughput oscillates with the period of a transaction (see
     # stretch_window).
-    per_txn = thread_ns_per_txn(b.workload, b.cluster.profile.host.timer_slack)
-    stagger = b.coroutines * per_txn if per_txn is not None and b.coroutines > 1 else 0.0
+    stagger = start_stagger(b.workload, b.coroutines, b.cluster.profile.host.timer_slack)
     b.cc.start(b.workload, b.coroutines, stagger)
     sim.measure(warmup_ns, measure_ns)
     cpu = sim.cpu_meter(_cores(b))
@@ -239,6 +238,30 @@ def thread_ns_per_txn(workload, timer_slack: float) -> float | None:
     return est() + getattr(workload, "sleeps_per_txn", 0) * timer_slack
 
 
+def start_stagger(workload, coroutines: int, timer_slack: float = 0.0) -> float:
+    """The span [ns] over which a thread's coroutines start: ``coroutines`` times the
+    time one transaction holds the thread (:func:`thread_ns_per_txn`); 0 for one
+    coroutine or a workload without an estimate."""
+    per_txn = thread_ns_per_txn(workload, timer_slack)
+    return coroutines * per_txn if per_txn is not None and coroutines > 1 else 0.0
+
+
+# Transaction latencies (coroutines x thread time per transaction) the warm-up and the
+# window cover. CPU-bound threads with staggered starts run steadily: TPC-C on 4 EDR nodes,
+# 24 threads x 8 coroutines (DrTM+H's OCC) reads within 3% of the 8-ms mean in any window
+# of 1.5 latencies (sd 1.9%). Threads bound by their sleeps fall into step and the
+# cluster's commits come in waves with a period of about one transaction latency: RCC's
+# YCSB at 10 threads x 10 coroutines on 4 EDR nodes (about 1 ms per transaction)
+# overshoots by ~20% while the staggered first transactions finish, for about two
+# latencies after the start, and then a 0.9-ms window reads within +-7% of the 20-ms mean
+# (sd 2.4-3.5% over the forms measured), a 2.4-ms one within +-2% (sd 0.7-1.7%) and a
+# 3.6-ms one within +-1.5% (sd 0.6-1.1%); so with sleeps the warm-up covers the
+# staggered start as well.
+CPU_BOUND_LATENCIES = 1.5
+SLEEP_WARMUP_LATENCIES = 2.0
+SLEEP_WINDOW_LATENCIES = 5.0
+
+
 def stretch_window(workload, coroutines: int, warmup: float, measure: float,
                    timer_slack: float = 0.0, min_txns: int = 0,
                    threads_total: int = 1) -> tuple[float, float]:
@@ -247,16 +270,35 @@ def stretch_window(workload, coroutines: int, warmup: float, measure: float,
 
     A thread's coroutines share it, so a transaction takes at least ``coroutines`` times
     the time one transaction holds the thread (:func:`thread_ns_per_txn`) once threads
-    are busy: the warm-up and the window each cover one and a half such latencies.
-    With ``min_txns`` > 0 the window is also long enough for the cluster's
-    ``threads_total`` threads to commit that many transactions if each held its thread
-    for :func:`thread_ns_per_txn` and none aborted (an upper bound on the commits, so the
-    count measured is lower), which gives the points of a sweep over cluster sizes a
-    comparable number of samples.
+    are busy, plus 20 us: that latency estimate (a lower bound: it leaves out network
+    waits). The warm-up and the window each cover ``CPU_BOUND_LATENCIES`` of them; for a
+    workload that sleeps (``workload.sleeps_per_txn``) the warm-up covers the
+    coroutines' staggered start (:func:`start_stagger`) and ``SLEEP_WARMUP_LATENCIES``,
+    the window ``SLEEP_WINDOW_LATENCIES``. With ``min_txns`` > 0 the window is also long
+    enough for the cluster's ``threads_total`` threads to commit that many transactions
+    if each held its thread for :func:`thread_ns_per_txn` and none aborted (an upper
+    bound on the commits, so the count measured is lower), which gives the points of a
+    sweep over cluster sizes a comparable number of samples. A workload without an
+    estimate keeps the scenario's warm-up and window.
     """
     per_txn = thread_ns_per_txn(workload, timer_slack)
+    if per_txn is None:
+        return warmup, measure
     lat = coroutines * per_txn + 20_000.0
-    warmup, measure = max(warmup, 1.5 * lat), max(measure, 1.5 * lat)
+    if getattr(workload, "sleeps_per_txn", 0):
+        warmup = max(warmup, start_stagger(workload, coroutines, timer_slack)
+                     + SLEEP_WARMUP_LATENCIES * lat)
+        measure = max(measure, SLEEP_WINDOW_LATENCIES * lat)
+    else:
+        warmup = max(warmup, CPU_BOUND_LATENCIES * lat)
+        measure = max(measure, CPU_BOUND_LATENCIES * lat)
+    if min_txns > 0:
+        measure = max(measure, min_txns * per_txn / threads_total)
+    return warmup, measure
+    lat = coroutines * per_txn + 20_000.0
+    stagger = start_stagger(workload, coroutines, timer_slack)
+    warmup = max(warmup, stagger + WARMUP_LATENCIES * lat)
+    measure = max(measure, WINDOW_LATENCIES * lat)
     if min_txns > 0:
         measure = max(measure, min_txns * per_txn / threads_total)
     return warmup, measure
