@@ -10,14 +10,16 @@ cdef double _INF
 
 cdef class TxArbiter:
     cpdef submit(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
-    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio) except -1
+    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio,
+                        double first_bytes) except -1
     cpdef wait(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
     cpdef hold_wire(self, seg)
     cpdef release_wire(self, seg)
 
 
 cdef class Fifo(TxArbiter):
-    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio) except -1
+    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio,
+                        double first_bytes) except -1
     cpdef wait(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
 
 
@@ -33,7 +35,8 @@ cdef class PerMessageRoundRobin(TxArbiter):
     cdef public double last_at
 
     @cython.locals(start=cython.double)
-    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio) except -1
+    cpdef bint goes_now(self, flow, LinkDir eg, double ready, prio,
+                        double first_bytes) except -1
     cpdef wait(self, flow, LinkDir eg, double ready, prio, first_bytes, emit, tuple args)
 
     @cython.locals(t2=cython.double)

@@ -20,7 +20,8 @@ Scope
     The interface is :meth:`TxArbiter.submit` (a message is ready; the arbiter calls
     ``emit(t, *args)`` when it goes on the wire, not before ``t``), which is
     :meth:`TxArbiter.goes_now` (may it go at once? the caller then puts it on the wire
-    itself, with no callback) and else :meth:`TxArbiter.wait`, and
+    itself, with no callback) and else :meth:`TxArbiter.wait`, both given the length of
+    the message's first packet (where on the wire it fits), and
     :meth:`TxArbiter.hold_wire` / :meth:`TxArbiter.release_wire` (a segmented message
     holds the wire between its segments).
 
@@ -48,15 +49,16 @@ class TxArbiter:
         """A message of ``flow`` with priority ``prio`` is ready at ``ready`` [ns] for the
         egress ``eg``; its first packet is ``first_bytes`` [B] on the wire. The arbiter
         calls ``emit(t, *args)`` once it commits the message, not before ``t`` [ns]."""
-        if self.goes_now(flow, eg, ready, prio):
+        if self.goes_now(flow, eg, ready, prio, first_bytes):
             emit(ready, *args)
         else:
             self.wait(flow, eg, ready, prio, first_bytes, emit, args)
 
-    def goes_now(self, flow, eg, ready: float, prio: int) -> bool:
+    def goes_now(self, flow, eg, ready: float, prio: int, first_bytes: int) -> bool:
         """Whether a message of ``flow`` ready at ``ready`` [ns] goes on the wire at once
         (the caller then puts it there, not before ``ready``: the per-verb path needs no
-        callback); if not, the caller hands it to :meth:`wait`."""
+        callback); if not, the caller hands it to :meth:`wait` (arguments as
+        :meth:`submit`)."""
         raise NotImplementedError
 
     def wait(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
@@ -77,7 +79,7 @@ class Fifo(TxArbiter):
 
     __slots__ = ()
 
-    def goes_now(self, flow, eg, ready: float, prio: int) -> bool:
+    def goes_now(self, flow, eg, ready: float, prio: int, first_bytes: int) -> bool:
         return True
 
     def wait(self, flow, eg, ready: float, prio: int, first_bytes: int, emit,
@@ -124,21 +126,26 @@ class PerMessageRoundRobin(TxArbiter):
         self.last_at = -_INF
         self.hold = None
 
-    def goes_now(self, flow, eg, ready: float, prio: int) -> bool:
+    def goes_now(self, flow, eg, ready: float, prio: int, first_bytes: int) -> bool:
         # The message goes at once when no other waits, no segmented message holds the
-        # wire and the wire is free within one packet's time of ``ready``; then it starts
-        # where the wire is free (``_sent``, written out here as this runs for every
-        # request and response). Free here is free at that instant: a gap shorter than the
-        # message before a message booked ahead lets it through, to be booked after that
-        # one. Checking the fit here sent many of fig. 5a's READ responses through the
+        # wire and the wire is free within one packet's time of ``ready``. Free here is
+        # free at that instant: a gap shorter than the first packet before a message
+        # booked ahead lets it through, and the fabric books it after that one. Checking
+        # the fit for the decision sent many of fig. 5a's READ responses through the
         # scheduler: 5.4 instead of 3.8 events per verb and 4x the wall time
         # (benchmarks/engine.py); the scheduler's own pulls do check it (_commit_head).
+        # Round robin goes by where the message starts on the wire, the first fit of its
+        # first packet from that instant, as ``transmit`` books it (``_sent``, written out
+        # here as this runs for every request and response): the instant would leave the
+        # flow of a message booked ahead as the last sender while this one follows it on
+        # the wire, and that flow would lose its turn at the next pull.
         hold = self.hold
         if self.txq or (hold is not None and hold.live):
             return False
         start = self._free_at(eg, ready, prio)
         if start - ready > eg.quantum:
             return False
+        start = self._free_at(eg, start, prio, first_bytes * eg.ns_per_byte)
         if start >= self.last_at:
             self.last = flow
             self.last_at = start

@@ -154,12 +154,12 @@ class Requester(Completer):
         cc = qp.cc
         if cc is not None:
             ready, tail = self._pace(cc, ready, tail, wire, npk, length)
-        if self.tx.goes_now(qp, path[0], ready, qp.prio):
+        first = wire if npk == 1 else self.mtu + self.pkt_ovh    # its first packet [B]
+        if self.tx.goes_now(qp, path[0], ready, qp.prio, first):
             self._emit_request(ready, qp, wr, msg, path, dst_id, ready, tail, wire, npk,
                                length)
         else:
-            self.tx.wait(qp, path[0], ready, qp.prio,
-                         wire if npk == 1 else self.mtu + self.pkt_ovh, self._emit_request,
+            self.tx.wait(qp, path[0], ready, qp.prio, first, self._emit_request,
                          (qp, wr, msg, path, dst_id, ready, tail, wire, npk, length))
 
     def _next_segment(self, st: Seg) -> None:

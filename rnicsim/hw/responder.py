@@ -235,10 +235,12 @@ class Responder(Requester):
                                    resp.wr.length)
             if tail is not None or npk > 1:
                 tail = t2
-        if resp.kind < ACK and not self.tx.goes_now(qp.qpn, path[0], ready, qp.prio):
-            self.tx.wait(qp.qpn, path[0], ready, qp.prio, last_pkt if last_pkt else wire,
-                         self._emit_reply, (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
-            return
+        if resp.kind < ACK:
+            first = last_pkt if last_pkt else wire      # its first packet [B]
+            if not self.tx.goes_now(qp.qpn, path[0], ready, qp.prio, first):
+                self.tx.wait(qp.qpn, path[0], ready, qp.prio, first, self._emit_reply,
+                             (qp, req_qp, resp, path, ready, wire, tail, last_pkt))
+                return
         # A response the arbiter lets go at once, or an ACK or NAK: those come from the
         # responder's pipeline, not a send queue, and go at once, behind what is on the
         # wire, in every arbitration.
