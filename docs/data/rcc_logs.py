@@ -10,6 +10,7 @@ of ``.log_0``) and the set-up the log prints.
     python docs/data/rcc_logs.py /path/to/drtmh [--ref hybrid-cc] > docs/data/rcc_logs.csv
     python docs/data/rcc_logs.py --types /path/to/drtmh > docs/data/rcc_txn_types.csv
     python docs/data/rcc_logs.py --stages /path/to/drtmh > docs/data/rcc_stage_logs.csv
+    python docs/data/rcc_logs.py --loaded-stages /path/to/drtmh > docs/data/rcc_loaded_stage_logs.csv
     python docs/data/rcc_logs.py --hybrid /path/to/drtmh > docs/data/rcc_hybrid_logs.csv
 
 Columns: ``dir`` (under ``scripts/data_for_osdi20/out/``), ``benchmark``, ``protocol``,
@@ -35,6 +36,12 @@ per ``END()`` of that timer (``src/core/utils/latency_profier.h``), not a sum pe
 transaction, for coroutine 1 of worker thread 0 of node 0, averaged over the run's
 epochs; which work each timer holds differs by protocol (docs/model.md, "RCC gaps",
 R10).
+
+With ``--loaded-stages``: the same timers of the EDR overall runs (``overall/edr*``, 10
+threads x 10 coroutines, the runs of fig. 15), one row per run with ``dir``,
+``benchmark``, ``protocol``, ``verbs`` and the stage columns: each timer's mean per
+``END()`` under load, where a stage's time includes the waits for the thread behind the
+other coroutines.
 
 With ``--hybrid``: one row per run of RCC's hybrid sweep
 (``scripts/data_for_asplos21/out/hybrid/cor_C/BENCH/PROTOCOL/hc_CODE/``, 4 EDR nodes, 10
@@ -95,6 +102,7 @@ _STAGE = re.compile(r"occ_statistics\.h:\d+\] (read_lat|lock|log|release_write|c
 STAGES = {"read_lat": "read_us", "lock": "lock_us", "log": "log_us",
           "release_write": "release_us", "commit": "commit_us", "renew_lease": "renew_us"}
 STAGE_COLUMNS = ["protocol", "verbs", *STAGES.values()]
+LOADED_STAGE_COLUMNS = ["dir", "benchmark", *STAGE_COLUMNS]
 
 
 def _git(repo: str, *args: str) -> str:
@@ -171,12 +179,15 @@ def main(argv: list[str] | None = None) -> int:
                       help="per-type latencies of the one-coroutine runs instead")
     what.add_argument("--stages", action="store_true",
                       help="the stage timers of the one-coroutine runs instead")
+    what.add_argument("--loaded-stages", action="store_true",
+                      help="the stage timers of the EDR overall runs (10 x 10) instead")
     what.add_argument("--hybrid", action="store_true",
                       help="the runs of RCC's hybrid sweep instead")
     a = ap.parse_args(argv)
     commit = _git(a.repo, "rev-parse", a.ref).strip()
     w = csv.DictWriter(sys.stdout, TYPE_COLUMNS if a.types else
                        STAGE_COLUMNS if a.stages else
+                       LOADED_STAGE_COLUMNS if a.loaded_stages else
                        HYBRID_COLUMNS if a.hybrid else COLUMNS, lineterminator="\n")
     sys.stdout.write(f"# Alchem-Lab/drtmh {a.ref} at {commit}, "
                      f"{HYBRID_OUT if a.hybrid else OUT}\n")
@@ -199,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
                                  r["hybrid_code"]))
         w.writerows(rows)
         return 0
-    for d in (["lat-breakdown"] if a.types or a.stages else DIRS):
+    dirs = (["lat-breakdown"] if a.types or a.stages else
+            [d for d in DIRS if d.startswith("overall/edr")] if a.loaded_stages else DIRS)
+    for d in dirs:
         paths = [p for p in _git(a.repo, "ls-tree", "-r", "--name-only", a.ref,
                                  OUT + d + "/").split("\n") if p.endswith(".log_0")]
         for p in sorted(paths):
@@ -209,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             elif a.stages:
                 if (r := stage_row(p, text)) is not None:
                     w.writerow(r)
+            elif a.loaded_stages:
+                if (r := stage_row(p, text)) is not None:
+                    w.writerow({"dir": d, "benchmark": _NAME.search(p).group(2), **r})
             elif (r := row(p, text)) is not None:
                 w.writerow(r)
     return 0

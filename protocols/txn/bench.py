@@ -295,10 +295,3 @@ def stretch_window(workload, coroutines: int, warmup: float, measure: float,
     if min_txns > 0:
         measure = max(measure, min_txns * per_txn / threads_total)
     return warmup, measure
-    lat = coroutines * per_txn + 20_000.0
-    stagger = start_stagger(workload, coroutines, timer_slack)
-    warmup = max(warmup, stagger + WARMUP_LATENCIES * lat)
-    measure = max(measure, WINDOW_LATENCIES * lat)
-    if min_txns > 0:
-        measure = max(measure, min_txns * per_txn / threads_total)
-    return warmup, measure
