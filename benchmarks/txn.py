@@ -4,7 +4,7 @@ Runs one point of DrTM+H's end-to-end setting (DrTM+H preset, 2 ConnectX-4 EDR p
 24 threads, 8 coroutines) for TPC-C New-Order and SmallBank and prints one JSON line per
 benchmark: ``txns_per_wall_s`` (transactions committed in the measured window per wall
 second of the whole run, warm-up included), ``measure_us`` (the window, stretched as the
-scenarios stretch it so that it is in steady state), ``simpy_timeouts_per_s`` (bare SimPy in the same process) and their ratio,
+scenarios stretch it so that it is in steady state and holds enough commits), ``simpy_timeouts_per_s`` (bare SimPy in the same process) and their ratio,
 ``throughput_mtxns`` (simulated), ``peak_rss_mb``.
 
 Usage: ``python benchmarks/txn.py [--nodes 16] [--measure-us US] [--bench tpcc smallbank]``.
@@ -18,7 +18,7 @@ each point in a child process of its own so that ``peak_rss_mb`` is that point's
 fig. 22 point at 396 nodes as ``scenarios/rcc/fig22_scale.yaml``'s demo size runs it::
 
     python benchmarks/txn.py --protocols mvcc --verbs one_sided --nodes 396 \
-        --coroutines 2 --write-probability 0.1 --warmup-us 300 --measure-us 600
+        --coroutines 2 --write-probability 0.1 --warmup-us 1000 --measure-us 1000
 """
 from __future__ import annotations
 
@@ -49,10 +49,10 @@ def one(bench: str, nodes: int, measure_us: float) -> dict:
     # flight, so the window is in steady state (a CPU-bound TPC-C transaction takes
     # ~0.5 ms at 8 coroutines).
     warm, measure = stretch_window(wl, 8, 100_000.0, measure_us * 1e3)
-    m = run_txn_bench(b, warm, measure)
+    m = run_txn_bench(b, warm, measure, settle=True)
     wall = time.perf_counter() - t1
     return {"benchmark": bench, "nodes": nodes, "setup_s": round(t1 - t0, 2),
-            "run_s": round(wall, 2), "measure_us": round(measure / 1e3, 1),
+            "run_s": round(wall, 2), "measure_us": round(m["measure_us"], 1),
             "committed": m.get("committed"),
             "txns_per_wall_s": round((m.get("committed") or 0) / wall, 1),
             "throughput_mtxns": round(m["throughput_mtxns"], 3)}
@@ -83,12 +83,12 @@ def one_protocol(kind: str, verbs: str, nodes: int, measure_us: float, out,
     t1 = time.perf_counter()
     warm, measure = stretch_window(wl, coros, warmup_us * 1e3, measure_us * 1e3,
                                    prof.host.timer_slack)
-    m = run_txn_bench(b, warm, measure)
+    m = run_txn_bench(b, warm, measure, settle=True)
     wall = time.perf_counter() - t1
     out.put({"protocol": kind, "verbs": verbs, "nodes": nodes, "coroutines": coros,
-             "warmup_us": round(warm / 1e3, 1),
+             "warmup_us": round(m["warmup_us"], 1),
              "setup_s": round(t1 - t0, 2), "run_s": round(wall, 2),
-             "measure_us": round(measure / 1e3, 1), "committed": m.get("committed"),
+             "measure_us": round(m["measure_us"], 1), "committed": m.get("committed"),
              "txns_per_wall_s": round((m.get("committed") or 0) / wall, 1),
              "throughput_mtxns": round(m["throughput_mtxns"], 3),
              "events": b.sim.events_scheduled,

@@ -231,6 +231,7 @@ class Simulation:
         self.trace = Trace()
         self.measuring = False
         self.window: tuple[float, float] = (0.0, 0.0)
+        self._window_closed = True      # no window to extend until measure()
         self._heap = self.env._queue
         # The heap's own methods (no Python frame in the compiled build): see call_at.
         self.call_at = self._heap.call_at
@@ -299,7 +300,38 @@ class Simulation:
             self.measuring = True
         else:
             self.call_at(warmup_ns, self._set_measuring, True)
-        self.call_at(warmup_ns + window_ns, self._set_measuring, False)
+        self._window_closed = False
+        self.at_window_end(self._close_window)
+
+    def _close_window(self) -> None:
+        self.measuring = False
+        self._window_closed = True
+
+    def extend_window(self, end_ns: float) -> None:
+        """Move the end of the measured window to ``end_ns`` [ns], while it is open or
+        at its end (``now`` up to the end, the window's closing not yet run). Everything
+        that closes with the window (statistics, :meth:`busy_meter`) closes then instead.
+        ValueError for an end before the present one or a window already closed."""
+        w0, w1 = self.window
+        if not end_ns >= w1:
+            raise ValueError(f"extend_window: the end must not move earlier than {w1!r} "
+                             f"[ns], got {end_ns!r}")
+        if self.now > w1 or self._window_closed:
+            raise ValueError(f"extend_window: no window open (the last ended at {w1!r} "
+                             f"[ns], now {self.now!r})")
+        self.window = (w0, end_ns)
+
+    def at_window_end(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Call ``fn(*args)`` when the measured window ends, following
+        :meth:`extend_window` (a call scheduled at the old end schedules itself again at
+        the new one)."""
+        def fire() -> None:
+            if self.now < self.window[1]:
+                self.call_at(self.window[1], fire)
+            else:
+                fn(*args)
+
+        self.call_at(self.window[1], fire)
 
     def cpu_meter(self, cores: Iterable) -> Callable[[], float]:
         """A function giving the mean busy share [0-1] of ``cores`` (objects with a
@@ -336,12 +368,12 @@ class Simulation:
             open_window()
         else:
             self.call_at(w0, open_window)
-        self.call_at(w1, close_window)
+        self.at_window_end(close_window)
 
         def shares() -> list[float]:
             if self.now < w0 or at[1] is None:
                 return [0.0] * len(srcs)
-            end = w1 if at[2] is not None else self.now
+            end = self.window[1] if at[2] is not None else self.now
             span = end - at[0]
             if span <= 0:
                 return [0.0] * len(srcs)

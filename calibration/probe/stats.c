@@ -38,6 +38,12 @@ int stats_compute(double *samples, size_t n, struct lat_stats *out)
     for (size_t i = 0; i < n; i++)
         sum += samples[i];
     double avg = sum / (double)n;
+    /* The exact mean lies in [min, max]; the rounded sum can put it an ulp outside
+     * (50 equal samples of 0.05 average 0.04999999999999998). */
+    if (avg < samples[0])
+        avg = samples[0];
+    if (avg > samples[n - 1])
+        avg = samples[n - 1];
     double ss = 0.0;
     for (size_t i = 0; i < n; i++) {
         double d = samples[i] - avg;

@@ -89,11 +89,15 @@ def build(profile, nodes: int, threads: int, workload, cfg, coroutines: int,
 
 
 def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
-                  drain: bool = False) -> dict[str, float]:
-    """Run ``b`` for the warm-up and window; return the metrics (see module doc).
+                  drain: bool = False, settle: bool = False,
+                  min_txns: int = 0) -> dict[str, float]:
+    """Run ``b`` for the warm-up and window [ns]; return the metrics (see module doc) and
+    ``warmup_us`` and ``measure_us``, the warm-up and window run [us].
 
-    With ``drain``, no transaction starts after the window and the run continues until
-    every started one has finished (for checks on the final state).
+    With ``settle``, ``warmup_ns`` and ``measure_ns`` are lower bounds, stretched until
+    the run has committed what :class:`SettleRule` asks (the window also ``min_txns``
+    commits). With ``drain``, no transaction starts after the window and the run
+    continues until every started one has finished (for checks on the final state).
     """
     sim = b.sim
     # Coroutines start spread over one thread-bound transaction latency (CPU and sleeps):
@@ -102,6 +106,9 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     # stretch_window).
     stagger = start_stagger(b.workload, b.coroutines, b.cluster.profile.host.timer_slack)
     b.cc.start(b.workload, b.coroutines, stagger)
+    rule = SettleRule.of(b, stagger, min_txns) if settle else None
+    if rule is not None:
+        warmup_ns = rule.warm_up(b, warmup_ns)
     sim.measure(warmup_ns, measure_ns)
     cpu = sim.cpu_meter(_cores(b))
     util = b.cluster.utilization_meter()
@@ -114,8 +121,13 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
         at_window["qpc"] = b.cluster.qpc_counts()
         at_window["wrs"] = posted()
 
-    sim.call_at(warmup_ns, window_opens)
+    if warmup_ns <= sim.now:
+        window_opens()
+    else:
+        sim.call_at(warmup_ns, window_opens)
     sim.run(until=warmup_ns + measure_ns)
+    if rule is not None:
+        measure_ns = rule.fill_window(b, warmup_ns, measure_ns)
     end = sim.now
     (l1, m1), (l0, m0) = b.cluster.qpc_counts(), at_window["qpc"]
     lookups, misses = l1 - l0, m1 - m0
@@ -125,6 +137,8 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     out["msg_rate_mpps"] = (posted() - at_window["wrs"]) / measure_ns * 1e3 / \
         len(b.cluster.nodes)
     out.update(util())
+    out["warmup_us"] = warmup_ns / 1e3
+    out["measure_us"] = measure_ns / 1e3
     if drain:
         b.cc.stop()
         sim.run()
@@ -216,8 +230,7 @@ def run_scenario_point(sc, profile) -> dict[str, float]:
     warmup, measure = stretch_window(wl, w.coroutines, sc.run.warmup, sc.run.measure,
                                      profile.host.timer_slack, w.min_txns,
                                      sc.cluster.nodes * sc.cluster.threads)
-    out = run_txn_bench(b, warmup, measure)
-    out["measure_us"] = measure / 1e3
+    out = run_txn_bench(b, warmup, measure, settle=True, min_txns=w.min_txns)
     if hist is not None:
         res = hist.check()
         out["serializable"] = 1.0 if res.serializable else 0.0
@@ -295,3 +308,96 @@ def stretch_window(workload, coroutines: int, warmup: float, measure: float,
     if min_txns > 0:
         measure = max(measure, min_txns * per_txn / threads_total)
     return warmup, measure
+
+
+# How far a SettleRule may stretch the warm-up and the window beyond the values it is
+# given (a point that commits a handful of transactions, such as CALVIN's epochs on a
+# large cluster, would otherwise run for seconds), and how many times it extends each.
+SETTLE_MAX_STRETCH = 4.0
+SETTLE_STEPS = 6
+# Commits a window holds at the least (a scenario's min_txns may ask for more): its count
+# is off by up to a transaction per coroutine at each edge, and with few coroutines
+# several latencies hold few commits (RCC's YCSB at one coroutine on 4 nodes x 4
+# threads: 5 latencies are 80 commits and read 0.91-1.06x a 10-ms window).
+SETTLE_MIN_COMMITS = 500
+
+
+@dataclass(frozen=True)
+class SettleRule:
+    """Warm-up and window counted in transactions rather than in estimated latencies.
+
+    A coroutine is always inside a transaction (retries included), so when the cluster's
+    ``coros`` coroutines have committed ``k x coros`` transactions, a typical coroutine
+    has run ``k`` transaction latencies. The warm-up lasts until the run has committed
+    ``warm_lats x coros`` since its start, after ``stagger`` [ns] (the coroutines'
+    staggered start); the window until it holds ``window_lats x coros`` commits,
+    ``min_txns`` and ``SETTLE_MIN_COMMITS``. The latencies are :func:`stretch_window`'s
+    (``SLEEP_*`` for a workload that sleeps, else ``CPU_BOUND_LATENCIES``), which
+    estimates them from the threads' CPU and sleeps and leaves out network waits; those
+    dominate at few coroutines: RCC's
+    YCSB at one coroutine per thread on 4 EDR nodes takes about 160 us per transaction
+    against an estimated 26 us, and a window of 2.4 transactions read 0.74-1.29x a 10-ms
+    one. Each is stretched at most ``SETTLE_MAX_STRETCH`` times, in at most
+    ``SETTLE_STEPS`` steps (each aimed at the count at the rate so far); a window
+    without a commit keeps its length (the runner warns about such a point)."""
+
+    coros: int
+    stagger: float
+    warm_lats: float
+    window_lats: float
+    min_txns: int
+
+    @classmethod
+    def of(cls, b: Bench, stagger: float = 0.0, min_txns: int = 0) -> "SettleRule":
+        """The rule of a built point ``b`` whose coroutines start over ``stagger`` [ns]."""
+        if getattr(b.workload, "sleeps_per_txn", 0):
+            warm, window = SLEEP_WARMUP_LATENCIES, SLEEP_WINDOW_LATENCIES
+        else:
+            warm = window = CPU_BOUND_LATENCIES
+        return cls(len(b.cluster.nodes) * b.threads * b.coroutines, stagger, warm, window,
+                   min_txns)
+
+    def warm_up(self, b: Bench, warmup: float) -> float:
+        """Run ``b`` (started, no window yet) to the end of its warm-up, at least
+        ``warmup`` [ns]; return that end [ns]."""
+        st = b.cc.stats
+        return _run_until_count(b.sim, lambda: st.committed_run,
+                                self.warm_lats * self.coros, 0.0,
+                                max(warmup, self.stagger), SETTLE_MAX_STRETCH * warmup)
+
+    def fill_window(self, b: Bench, warmup: float, measure: float) -> float:
+        """With ``b`` at the end of its window [``warmup``, ``warmup + measure``) [ns],
+        extend the window until it holds the commits asked; return its length [ns]."""
+        sim, st = b.sim, b.cc.stats
+        target = max(self.window_lats * self.coros, self.min_txns, SETTLE_MIN_COMMITS)
+        end = _run_until_count(sim, lambda: st.committed, target, warmup,
+                               warmup + measure, warmup + SETTLE_MAX_STRETCH * measure,
+                               sim.extend_window, keep_if_none=True)
+        return end - warmup
+
+
+def _run_until_count(sim, count, target: float, since: float, at_least: float,
+                     cap: float, before_run=None, keep_if_none: bool = False) -> float:
+    """Run ``sim`` to ``at_least`` [ns] and on until ``count()`` (events counted from
+    ``since`` [ns]) reaches ``target`` or time reaches ``cap`` [ns], in steps aimed at the
+    target at the rate so far (doubling the span while nothing was counted, or stopping
+    then with ``keep_if_none``); ``before_run(end)`` is called before each step. Return
+    the time reached [ns]."""
+    if sim.now < at_least:
+        sim.run(until=at_least)
+    for _ in range(SETTLE_STEPS):
+        n = count()
+        if n >= target or sim.now >= cap:
+            break
+        span = sim.now - since
+        if n == 0:
+            if keep_if_none:
+                break
+            end = since + 2 * span
+        else:
+            end = since + span * target / n
+        end = min(max(end, sim.now + 0.05 * span), cap)
+        if before_run is not None:
+            before_run(end)
+        sim.run(until=end)
+    return sim.now

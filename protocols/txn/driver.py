@@ -73,6 +73,7 @@ class TxnStats:
     phase_calls: dict = field(default_factory=dict)  # stage -> their timed calls
     causes: dict = field(default_factory=dict)      # abort cause -> aborted attempts
     deposits: int = 0          # money committed transactions added, whole run (SmallBank)
+    committed_run: int = 0     # committed transactions, whole run (sizes the window)
 
 
 class Coordinator:
@@ -232,6 +233,7 @@ class TxnSystem:
                         yield sim.timeout(0.0)
             self.in_flight -= 1
             st.deposits += tx.delta
+            st.committed_run += 1
             if sim.measuring:
                 st.round_trips += rts + tx.rts
                 st.committed += 1

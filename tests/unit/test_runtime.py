@@ -105,6 +105,38 @@ def test_cpu_meter_gives_the_busy_share_of_the_measured_window_only(cx4):
     assert meter() == pytest.approx(0.3, rel=0.02)
 
 
+def test_extend_window_moves_the_end_of_statistics_and_meters():
+    """A window [1000, 3000) ns extended at its end to 5000 ns keeps counting and
+    metering to 5000: a counter bumped every 500 ns from 250 ns counts the 8 bumps in
+    [1000, 5000), a busy source growing 1 ns per 2 ns reads 0.5 over it, and after 5000
+    neither moves. Extending a closed window, or moving the end earlier, is refused."""
+    sim = Simulation(1)
+    busy = [0.0]
+
+    def ticker():
+        yield sim.timeout(250)
+        while True:
+            sim.add("ticks")
+            busy[0] = sim.now / 2
+            yield sim.timeout(500)
+
+    sim.measure(1000, 2000)
+    meter = sim.busy_meter([lambda: busy[0]])
+    sim.process(ticker())
+    sim.run(until=3000)
+    with pytest.raises(ValueError, match="earlier"):
+        sim.extend_window(2500)
+    sim.extend_window(5000)
+    sim.run(until=5000)
+    sim.extend_window(5000)         # at the end, before the closing runs: allowed
+    sim.run(until=9000)
+    assert sim.stats.counters["ticks"] == 8
+    assert meter() == [pytest.approx(0.5, abs=0.07)]
+    assert not sim.measuring
+    with pytest.raises(ValueError, match="no window open"):
+        sim.extend_window(12000)
+
+
 def test_usleep_blocks_the_thread_for_the_sleep_plus_the_timer_slack(cx4):
     """``Worker.sleep`` is a ``usleep``: A sleeping 5 us from t=0 resumes at 5 us + the
     50-us timer slack + the exit of the C-state the idle core entered (55 us idle: C1E,

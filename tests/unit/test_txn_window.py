@@ -1,9 +1,10 @@
-"""The transaction window: ``workload.min_txns`` stretches it to a number of commits."""
+"""The transaction window: estimated latencies, then commits counted (``workload.min_txns``)."""
 from __future__ import annotations
 
 import pytest
 
-from protocols.txn.bench import (CPU_BOUND_LATENCIES, SLEEP_WARMUP_LATENCIES,
+from protocols.txn.bench import (CPU_BOUND_LATENCIES, SETTLE_MAX_STRETCH,
+                                 SETTLE_MIN_COMMITS, SLEEP_WARMUP_LATENCIES,
                                  SLEEP_WINDOW_LATENCIES, make_workload, start_stagger,
                                  stretch_window, thread_ns_per_txn)
 from rnicsim.errors import InputError
@@ -59,20 +60,27 @@ def test_min_txns_stretches_the_window_to_the_commits_asked():
     assert stretch_window(wl, 2, 300e3, 600e3, prof.host.timer_slack, 4000, 3600) == base
 
 
-def test_scenario_key_sets_the_window_and_bad_values_name_the_key():
-    """``workload.min_txns`` reaches the point (its ``measure_us`` is the stretched
-    window and the point commits on that order); a negative count is refused naming
-    the key."""
-    plain = run_point(resolve(_SC, "<w>"))
-    sc = {**_SC, "workload": {**_SC["workload"], "min_txns": 100}}
-    out = run_point(resolve(sc, "<w>"))
+def test_window_settles_on_commits_and_bad_values_name_the_key():
+    """At one coroutine the transactions wait on the network far longer than the
+    estimate: the warm-up runs until the cluster has committed SLEEP_WARMUP_LATENCIES
+    transactions per coroutine, the window until it holds SLEEP_WINDOW_LATENCIES per
+    coroutine, ``workload.min_txns`` and SETTLE_MIN_COMMITS, each stretched at most
+    SETTLE_MAX_STRETCH times (``warmup_us`` and ``measure_us`` are what ran); a negative
+    count is refused naming the key."""
     prof = load_profile("cx4-edr")
     wl = make_workload("ycsb", {"records_per_thread": 1000, "hot_records_per_thread": 10},
                        2, 2, prof.host.clock, 1)
-    per = thread_ns_per_txn(wl, prof.host.timer_slack)
-    assert out["measure_us"] == pytest.approx(100 * per / 4 / 1e3)
-    assert out["measure_us"] > plain["measure_us"]
-    # an upper bound on the commits: aborts and network waits make them fewer
-    assert 0.3 * 100 < out["committed"] <= 100
+    w0, m0 = stretch_window(wl, 1, 5e3, 50e3, prof.host.timer_slack)
+    plain = run_point(resolve(_SC, "<w>"))
+    assert plain["warmup_us"] > w0 / 1e3 and plain["measure_us"] > m0 / 1e3
+    assert plain["measure_us"] <= SETTLE_MAX_STRETCH * m0 / 1e3 + 1e-9
+    # the window ends on the commit that completes the count, or at the cap
+    assert (plain["committed"] >= SETTLE_MIN_COMMITS
+            or plain["measure_us"] == pytest.approx(SETTLE_MAX_STRETCH * m0 / 1e3))
+    sc = {**_SC, "workload": {**_SC["workload"], "min_txns": 800},
+          "run": {**_SC["run"], "measure": "400us"}}
+    out = run_point(resolve(sc, "<w>"))
+    assert 800 <= out["committed"] < 1.1 * 800
+    assert out["measure_us"] > 400
     with pytest.raises(InputError, match="workload.min_txns"):
         resolve({**_SC, "workload": {**_SC["workload"], "min_txns": -1}}, "<w>")
