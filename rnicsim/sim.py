@@ -355,7 +355,7 @@ class Simulation:
         window for later (a backlog) can take it past 1. Call after :meth:`measure`."""
         srcs = list(sources)
         w0, w1 = self.window
-        at = [w0, None, None]       # opened at [ns], busy then, busy at the end (lists)
+        at = [w0, None, None, None]   # opened at [ns], busy then, busy at the end, end [ns]
 
         def open_window() -> None:
             at[0] = self.now
@@ -363,6 +363,7 @@ class Simulation:
 
         def close_window() -> None:
             at[2] = [f() for f in srcs]
+            at[3] = self.now
 
         if w0 <= self.now:
             open_window()
@@ -373,7 +374,7 @@ class Simulation:
         def shares() -> list[float]:
             if self.now < w0 or at[1] is None:
                 return [0.0] * len(srcs)
-            end = self.window[1] if at[2] is not None else self.now
+            end = at[3] if at[2] is not None else self.now
             span = end - at[0]
             if span <= 0:
                 return [0.0] * len(srcs)
