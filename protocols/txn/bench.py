@@ -275,6 +275,15 @@ SLEEP_WARMUP_LATENCIES = 2.0
 SLEEP_WINDOW_LATENCIES = 5.0
 
 
+def window_latencies(workload) -> tuple[float, float]:
+    """Transaction latencies the warm-up and the window cover: ``SLEEP_WARMUP_LATENCIES``
+    and ``SLEEP_WINDOW_LATENCIES`` for a workload that sleeps
+    (``workload.sleeps_per_txn``), else ``CPU_BOUND_LATENCIES`` each."""
+    if getattr(workload, "sleeps_per_txn", 0):
+        return SLEEP_WARMUP_LATENCIES, SLEEP_WINDOW_LATENCIES
+    return CPU_BOUND_LATENCIES, CPU_BOUND_LATENCIES
+
+
 def stretch_window(workload, coroutines: int, warmup: float, measure: float,
                    timer_slack: float = 0.0, min_txns: int = 0,
                    threads_total: int = 1) -> tuple[float, float]:
@@ -298,13 +307,12 @@ def stretch_window(workload, coroutines: int, warmup: float, measure: float,
     if per_txn is None:
         return warmup, measure
     lat = coroutines * per_txn + 20_000.0
-    if getattr(workload, "sleeps_per_txn", 0):
-        warmup = max(warmup, start_stagger(workload, coroutines, timer_slack)
-                     + SLEEP_WARMUP_LATENCIES * lat)
-        measure = max(measure, SLEEP_WINDOW_LATENCIES * lat)
-    else:
-        warmup = max(warmup, CPU_BOUND_LATENCIES * lat)
-        measure = max(measure, CPU_BOUND_LATENCIES * lat)
+    warm_lats, window_lats = window_latencies(workload)
+    # threads bound by their sleeps also wait out the coroutines' staggered start
+    stagger = (start_stagger(workload, coroutines, timer_slack)
+               if getattr(workload, "sleeps_per_txn", 0) else 0.0)
+    warmup = max(warmup, stagger + warm_lats * lat)
+    measure = max(measure, window_lats * lat)
     if min_txns > 0:
         measure = max(measure, min_txns * per_txn / threads_total)
     return warmup, measure
@@ -331,9 +339,9 @@ class SettleRule:
     has run ``k`` transaction latencies. The warm-up lasts until the run has committed
     ``warm_lats x coros`` since its start, after ``stagger`` [ns] (the coroutines'
     staggered start); the window until it holds ``window_lats x coros`` commits,
-    ``min_txns`` and ``SETTLE_MIN_COMMITS``. The latencies are :func:`stretch_window`'s
-    (``SLEEP_*`` for a workload that sleeps, else ``CPU_BOUND_LATENCIES``), which
-    estimates them from the threads' CPU and sleeps and leaves out network waits; those
+    ``min_txns`` and ``SETTLE_MIN_COMMITS``. The latencies are :func:`window_latencies`,
+    as :func:`stretch_window` covers them; it estimates their length from the threads'
+    CPU and sleeps and leaves out network waits; those
     dominate at few coroutines: RCC's
     YCSB at one coroutine per thread on 4 EDR nodes takes about 160 us per transaction
     against an estimated 26 us, and a window of 2.4 transactions read 0.74-1.29x a 10-ms
@@ -350,10 +358,7 @@ class SettleRule:
     @classmethod
     def of(cls, b: Bench, stagger: float = 0.0, min_txns: int = 0) -> "SettleRule":
         """The rule of a built point ``b`` whose coroutines start over ``stagger`` [ns]."""
-        if getattr(b.workload, "sleeps_per_txn", 0):
-            warm, window = SLEEP_WARMUP_LATENCIES, SLEEP_WINDOW_LATENCIES
-        else:
-            warm = window = CPU_BOUND_LATENCIES
+        warm, window = window_latencies(b.workload)
         return cls(len(b.cluster.nodes) * b.threads * b.coroutines, stagger, warm, window,
                    min_txns)
 
