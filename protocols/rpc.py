@@ -127,9 +127,14 @@ class RpcConfig:
 class Waiter:
     """A join of several completions and RPC replies; ``event`` fires when all are in.
 
-    ``results`` maps the tag of each signaled one-sided WR (the ``wr_id`` it was posted
-    with) to its completion, and ``replies`` the RPC reply payloads by call index. Resuming the waiting coroutine costs one coroutine
-    switch on its thread.
+    ``results`` maps the tag of each signaled one-sided WR to its completion (posted with
+    ``wr_id`` ``(waiter, tag)``; the completion's ``wr_id`` is the tag once it is here),
+    and ``replies`` the RPC reply payloads by call index. Resuming the waiting coroutine
+    costs one coroutine switch on its thread; ``event`` fires with no value.
+
+    A Waiter references nothing that references it back (not its completions, not its
+    event), so reference counting frees it as soon as its coroutine is done: a cycle per
+    round trip would leave millions of objects a run to Python's cyclic collector.
     """
 
     __slots__ = ("event", "remaining", "results", "replies", "ep")
@@ -147,7 +152,7 @@ class Waiter:
             ep = self.ep
             now = ep.sim.now
             end = ep.thread.reserve(now, ep.switch_ns)
-            ep.sim.succeed_in(self.event, end - now, self)
+            ep.sim.succeed_in(self.event, end - now)
 
     def arm(self):
         """The event to yield. With nothing pending the coroutine does not wait: the event
@@ -452,8 +457,9 @@ class Endpoint(Worker):
                 if wc.status:
                     raise RuntimeError(f"n{self.node}/t{self.index}: work request failed: "
                                        f"{wc!r}")
-                w = wid[0]
-                w.results[wid[1]] = wc
+                w, tag = wid
+                wc.wr_id = tag          # no cycle back to the Waiter (see Waiter)
+                w.results[tag] = wc
                 w._done_one()
 
 

@@ -2,11 +2,14 @@
 passive ACK (no reply) and piggybacking."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from protocols.rpc import Mesh, RpcBenchSpec, RpcConfig, Waiter, run_rpc_bench
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation
+from rnicsim.verbs import READ, WorkCompletion, WorkRequest
 
 
 def _mesh(cx4, transport: str, nodes: int = 2, threads: int = 2, **kw):
@@ -247,3 +250,40 @@ def test_rpc_bench_needs_a_peer(cx4):
     """One node has no peer to call: a ValueError saying so (was numpy's 'high <= 0')."""
     with pytest.raises(ValueError, match=r"nodes: at least 2"):
         run_rpc_bench(cx4, RpcBenchSpec(threads=1, coroutines=1), nodes=1)
+
+
+def test_a_finished_round_trip_leaves_nothing_for_the_cyclic_collector(cx4):
+    """A Waiter, its completions and its event hold no reference back to it, so reference
+    counting frees them when its coroutine is done: one cycle per round trip would leave
+    millions of objects a run to Python's cyclic collector (a fifth of a large run's
+    time)."""
+    sim, cl, mesh = _mesh(cx4, "rc")
+    for ep in mesh.endpoints.values():
+        ep.register(7, lambda src, p: (p, 16, 0.0))
+    got = []
+
+    def client(ep):
+        peer = mesh.endpoint(1, 1)
+        for i in range(3):
+            w = ep.post_group([(ep.rc_qp(1), [WorkRequest(READ, 8, ("rd", i), True, False,
+                                                          ep.scratch, 0, peer.scratch.rkey,
+                                                          0)])])
+            ep.call(1, 7, i, 32, True, w, 0)
+            yield w.arm()
+            got.append((w.results[("rd", i)].wr_id == ("rd", i), w.replies[0]))
+
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        mesh.endpoint(0, 1).spawn(client)
+        sim.run(until=100_000)
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage
+                       if isinstance(o, (Waiter, WorkCompletion, WorkRequest))})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
+    assert got == [(True, i) for i in range(3)]   # each completion filed under its tag
