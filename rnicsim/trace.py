@@ -332,11 +332,15 @@ def watch_progress(describe: Callable[[float, float], str], interval_s: float = 
 
 
 def sim_progress(now: float, target: float | None) -> str:
-    """``simulated 35.2us of 80us (44%)`` (``target`` [ns]; None: no target)."""
+    """``simulated 35.2us of 80us (44%)`` (``target`` [ns]; None: no target); past the
+    target, ``simulated 3.6ms, past the planned 120us`` (a run that decides its own end,
+    such as a transaction point counting commits, is not near done at 3000%)."""
     from .units import fmt_time
 
     if not target:
         return f"simulated {fmt_time(now)}"
+    if now > target:
+        return f"simulated {fmt_time(now)}, past the planned {fmt_time(target)}"
     return f"simulated {fmt_time(now)} of {fmt_time(target)} ({now / target:.0%})"
 
 

@@ -256,6 +256,8 @@ def test_sim_progress_line():
 
     assert sim_progress(35_200.0, 80_000.0) == "simulated 35.2us of 80us (44%)"
     assert sim_progress(1_500.0, None) == "simulated 1.5us"
+    assert sim_progress(80_000.0, 80_000.0) == "simulated 80us of 80us (100%)"
+    assert sim_progress(3_650_000.0, 120_000.0) == "simulated 3.65ms, past the planned 120us"
 
 
 def test_run_quiet_prints_no_progress(tmp_path, capsys):
