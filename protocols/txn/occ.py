@@ -36,7 +36,8 @@ Scope
 
     Conflicts: a read that finds the record locked, a lock that finds it locked, or a
     version changed since it was read abort the transaction; its locks are released
-    (WRITE 0 / release RPC, no reply) and it is retried, with the same inputs, after a
+    (signaled WRITE 0 / release RPC with an empty reply, waited for, as DrTM+H's and
+    RCC's ``release_writes``) and it is retried, with the same inputs, after a
     random back-off. ``retry_backoff=False`` retries as DrTM+H's framework does
     (``BenchWorker::worker_routine`` in ``src/framework/bench_worker.cc``: on an abort it
     counts it, calls ``yield_next`` once, restores the coroutine's random seed so the
@@ -233,7 +234,7 @@ class OccSystem(TxnSystem):
         if self.cfg.only_execution:
             # TX_ONLY_EXE: the transaction ends with its execution phase (locks taken in
             # execution are released, nothing is validated, logged, written or recorded).
-            yield from self.release(tx)
+            yield from self.release(tx, wait=False)
             tx.phases[E] = sim.now - t     # the phases add up to the latency
             return
         t = now
@@ -290,7 +291,7 @@ class OccSystem(TxnSystem):
         yield from self._commit(tx, writes)
         if any(r.locked for r in recs):
             # Records locked for update (FaSST's read-lock) but not written: unlock them.
-            yield from self.release(tx)
+            yield from self.release(tx, wait=False)
         tx.phases[C] = sim.now - t
         if self.cfg.rcc_stages:
             self._rcc_commit(tx, sim.now - t_outer, tx.phases[C])
@@ -633,8 +634,10 @@ class OccSystem(TxnSystem):
             self._rt(tx)
         yield w.arm()
 
-    def release(self, tx: Txn):
-        """Unlock what an aborted attempt locked (no reply awaited)."""
+    def release(self, tx: Txn, wait: bool = True):
+        """Unlock what ``tx`` holds. After an abort (``wait``) the attempt waits for the
+        unlocks' completions; the unlocks of ``only_execution`` and of records locked for
+        update but not written go out unsignaled, without reply."""
         ep = tx.ep
         store = self.store
         node = ep.node
@@ -653,17 +656,32 @@ class OccSystem(TxnSystem):
         if how is None:
             how = "one_sided" if "one_sided" in (self.cfg.commit, self.cfg.lock) else \
                 "two_sided"
+        # The attempt waits for the releases before it retries, as DrTM+H's and RCC's
+        # ``release_writes`` (``src/rtx/occ.cc``, ``occ_rdma.cc``) yield after posting
+        # signaled WRITEs or the release batch, whose handler sends an empty reply;
+        # passive ACK does not cover them.
+        w = Waiter(ep) if wait else None
         if how == "one_sided":
+            posts = []
             for r in remote:
-                wu = WorkRequest(WRITE, 8, None, False, True, None, 0, store.rkeys[r.node],
-                                 store.offset(r.table, r.slot))
+                wu = WorkRequest(WRITE, 8, r if wait else None, wait, True, None, 0,
+                                 store.rkeys[r.node], store.offset(r.table, r.slot))
                 wu.data = ZERO8
-                ep.post_nowait(ep.rc_qp(r.node), [wu])
+                if wait:
+                    posts.append((ep.rc_qp(r.node), [wu]))
+                else:
+                    ep.post_nowait(ep.rc_qp(r.node), [wu])
+            if posts:
+                ep.post_group(posts, w)
         else:
-            for n, rs in self.group(remote).items():
+            for i, (n, rs) in enumerate(self.group(remote).items()):
                 ep.call(n, H_RELEASE, [(r.table, r.slot) for r in rs], len(rs) * KEY_BYTES,
-                        False)
-        yield ep.compute(0.0)
+                        wait, w, i)
+        if not wait:
+            yield ep.compute(0.0)
+            return
+        self._rt(tx)
+        yield w.arm()
 
     # ================================================================ handlers
     def _register(self, ep: Endpoint) -> None:
@@ -721,7 +739,7 @@ class OccSystem(TxnSystem):
         def release(src, items):
             for table, slot in items:
                 store.unlock_local(node, table, slot)
-            return None, 0, op * len(items)
+            return True, 0, op * len(items)
 
         for hid, fn in ((H_READ, read), (H_READ_LOCK, read_lock), (H_LOCK, lock),
                         (H_VALIDATE, validate), (H_COMMIT, commit),
