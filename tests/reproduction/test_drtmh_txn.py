@@ -91,11 +91,11 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # one-sided logging spares are few: 1.02x. At 16 nodes (full size) both
     # D14 checks hold: TPC-C 1.117x (1.29x), SmallBank 1.157x (1.12x).
     ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x"},
-    # TPC-C/no at 80-node connections holds (0.987 of 1 QP per peer; 1.003 with an
-    # unsourced 90 + 100 + 56 ns split of a WRITE's NIC work, docs/model.md RNIC).
-    # SmallBank gains 1.074x from 80-node connections (published 0.91; docs/model.md, RNIC,
-    # "Many QPs") and its p99 is 0.77 of FaSST's (0.51).
-    ("fig12_scaling", "demo"): {"80-node connections cost SmallBank ~9%",
+    # 80-node connections cost neither workload: TPC-C/no 1.004 of 1 QP per peer
+    # (published 0.95) and SmallBank 1.077 (0.91; docs/model.md, RNIC, "Many QPs"), and
+    # SmallBank's p99 is 0.77 of FaSST's (0.51).
+    ("fig12_scaling", "demo"): {"80-node connections cost TPC-C/no ~5%",
+                                "80-node connections cost SmallBank ~9%",
                                 "SmallBank p99 latency 49% below pure two-sided"},
     # At 16 nodes: SmallBank's per-node throughput falls from 2 to 16 nodes (9.9 -> 7.9
     # M, spread 0.20 from 4 nodes up): more distinct machines per transaction (log
@@ -125,13 +125,11 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "TPC-C: FaRM > FaSST",
         "TPC-C: DrTM+H above DrTM+R at every coroutine count (from 1.12x)",
         "SmallBank: FaSST comparable to FaRM"},
-    # DrTM+H over FaSST up to 3.89 (published 2.96x: FaSST aborts 76% of its attempts at
-    # 16 coroutines and commits 0.47 M/s; its transactions last about 3 ms, and a 6-ms
-    # window after a 4-ms warm-up reads 0.46), over DrTM+R up to 1.28 (1.89x) and over
-    # FaRM up to 1.72 (2.50x), both at one coroutine; DrTM+H/DrTM+R from 0.971 (from
-    # 1.12x); FaRM/FaSST 1.002 at one coroutine (1.005 over 6-ms windows), a tie.
-    ("fig14_as_released", "demo"): {"TPC-C: DrTM+H up to 2.96x FaSST",
-                                    "TPC-C: DrTM+H up to 1.89x DrTM+R",
+    # DrTM+H over FaSST up to 3.11 (published 2.96x, holds: FaSST aborts most of its
+    # attempts at 16 coroutines), over DrTM+R up to 1.28 (1.89x) and over FaRM up to 1.72
+    # (2.50x), both at one coroutine; DrTM+H/DrTM+R from 0.971 (from 1.12x); FaRM/FaSST
+    # 1.007 at one coroutine, a tie.
+    ("fig14_as_released", "demo"): {"TPC-C: DrTM+H up to 1.89x DrTM+R",
                                     "TPC-C: DrTM+H up to 2.50x FaRM",
                                     "TPC-C: DrTM+H above DrTM+R at every coroutine count",
                                     "TPC-C: FaRM > FaSST"},
@@ -155,15 +153,10 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # RoCE, 256-B objects: with passive ACK both primitives run at ~92% of line rate, and
     # two-sided is 0.99 of one-sided.
     ("fig18_roce_multi_object", "demo"): {_ROCE_PA},
-    # TPC-C DrTM+H/DrTM+R 1.011 on both (a tie within the 2% a win needs); the CX5 one is
-    # a calibration check (fig. 20-21, D22).
-    ("fig19_roce", "demo"): {"RoCE TPC-C: DrTM+H above DrTM+R (as on CX4)"},
-    ("fig21_cx5", "demo"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)"},
     ("fig18_roce_multi_object", "full"): {_ROCE_PA},
-    # FaSST/FaRM on TPC-C 1.000 and on SmallBank 1.008: ties, not the win over FaRM the
-    # paper reports; on TPC-C DrTM+R is 0.91 of the next slowest, not the slowest.
+    # FaSST/FaRM on SmallBank 1.007: a tie, not the win over FaRM the paper reports (on
+    # TPC-C 1.025, a win); on TPC-C DrTM+R is 0.92 of the next slowest, not the slowest.
     ("fig17_cx3", "demo"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)",
-                            "CX3 TPC-C: FaSST above FaRM (best prior design)",
                             "CX3 SmallBank: FaSST above FaRM (best prior design)"},
     # The same two at full size (5 nodes x 24 threads): FaSST/FaRM 0.982,
     # DrTM+R 0.87 of the next slowest on TPC-C.
