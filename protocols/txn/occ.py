@@ -34,8 +34,9 @@ Scope
     off the critical path: one-sided WRITEs unsignaled, commit RPCs without reply),
     doorbell batching of RPCs (:class:`protocols.rpc.RpcConfig`), the location cache.
 
-    Conflicts: a read that finds the record locked, a lock that finds it locked, or a
-    version changed since it was read abort the transaction; its locks are released
+    Conflicts: a read that finds the record locked (unless ``locked_read_aborts`` is off,
+    as in DrTM+H's and RCC's code), a lock that finds it locked, or a version changed
+    since it was read abort the transaction; its locks are released
     (signaled WRITE 0 / release RPC with an empty reply, waited for, as DrTM+H's and
     RCC's ``release_writes``) and it is retried, with the same inputs, after a
     random back-off. ``retry_backoff=False`` retries as DrTM+H's framework does
@@ -134,6 +135,11 @@ class OccConfig:
     rep_factor: int = 2
     reclaim_every: int = 1
     no_abort: bool = False
+    # An execution read that finds the record locked aborts at once (True). False reads on
+    # as DrTM+H's and RCC's code does (``remote_read`` and the read handler keep the
+    # version and leave the lock word unchecked), leaving the conflict to the lock stage's
+    # version check and the read set's validation.
+    locked_read_aborts: bool = True
     retry_backoff: bool = True
     only_execution: bool = False
     # How an aborted attempt releases its locks; None: one-sided if locking or commit is
@@ -333,7 +339,7 @@ class OccSystem(TxnSystem):
                 else:
                     r.locked = True
             lock, r.version, r.value = store.read_local(node, r.table, r.slot)
-            if lock and not r.locked and not cfg.no_abort:
+            if lock and not r.locked and cfg.locked_read_aborts and not cfg.no_abort:
                 raise Abort("lock")
         if local:
             yield ep.compute(self.costs.local_access * len(local))
@@ -426,7 +432,7 @@ class OccSystem(TxnSystem):
                 if lock_now and r.for_update:
                     r.locked = ok
                     failed |= not ok
-                elif lock and not cfg.no_abort:
+                elif lock and cfg.locked_read_aborts and not cfg.no_abort:
                     failed = True
                 if cfg.index_cache and mode == "hybrid":
                     cache.fill(r.table, r.key)
@@ -467,7 +473,7 @@ class OccSystem(TxnSystem):
                 old = results[("cas", r)].data
                 r.locked = old == 0
                 failed |= not r.locked
-            elif lock and not self.cfg.no_abort:
+            elif lock and self.cfg.locked_read_aborts and not self.cfg.no_abort:
                 failed = True
         return failed
 

@@ -192,6 +192,10 @@ class OccProtocol(BaseModel):
     # The released DrTM+H code's NO_ABORT (protocols/txn/occ.py): failed locks and
     # validations do not abort; histories are then not serializable.
     no_abort: Optional[bool] = None
+    # false: an execution read that finds the record locked reads on (the lock and
+    # validation stages catch the conflict), as DrTM+H's and RCC's code does; default:
+    # it aborts at once (protocols/txn/occ.py).
+    locked_read_aborts: Optional[bool] = None
     # false: retry an aborted transaction at once, as DrTM+H's BenchWorker::worker_routine
     # (protocols/txn/occ.py); default: after a random back-off.
     retry_backoff: Optional[bool] = None
@@ -232,7 +236,8 @@ class OccProtocol(BaseModel):
         """The OccConfig fields this block sets."""
         names = ("execution", "index_cache", "lock", "log", "commit", "ro_read",
                  "ro_validate", "passive_ack", "outstanding", "lock_in_execution", "log_to",
-                 "rep_factor", "no_abort", "retry_backoff", "only_execution")
+                 "rep_factor", "no_abort", "retry_backoff", "only_execution",
+                 "locked_read_aborts")
         out = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
         if self.execution is not None and self.ro_read is None:
             out["ro_read"] = self.execution      # read-only reads follow the execution phase
@@ -262,7 +267,8 @@ def occ_config(proto: OccProtocol) -> OccConfig:
                         outstanding=side["read"] == "two_sided", retry_backoff=True,
                         rcc_stages=True)
         over = {k: getattr(proto, k) for k in ("passive_ack", "outstanding",
-                                               "retry_backoff", "rep_factor")
+                                               "retry_backoff", "rep_factor",
+                                               "locked_read_aborts")
                 if getattr(proto, k) is not None}
         cfg = replace(cfg, **over)
     else:
