@@ -85,9 +85,10 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "one-sided: MVCC above SUNDIAL at every contention level",
     },
     ("fig19_logs_contention", "demo"): {
-        # OCC falls 1.25-1.33x by 99% hot picks, RCC's 1.55-1.84x: the model's attempts
-        # lost to contention cost OCC less (waiting for the releases, as RCC's code does,
-        # moves them by under 2%); RPC WAITDIE falls 1.68x (RCC 1.43x)
+        # OCC falls 1.25-1.33x by 99% hot picks, RCC's 1.55-1.84x: the model's OCC aborts
+        # an attempt whose read finds the record locked, RCC's reads on (with
+        # protocol.locked_read_aborts false 1.85x and 1.57x, docs/model.md); RPC WAITDIE
+        # falls 1.68x (RCC 1.43x)
         "RPC OCC: no hot picks / 99% hot picks = 1.84",
         "one-sided OCC: no hot picks / 99% hot picks = 1.55",
         "RPC WAITDIE: no hot picks / 99% hot picks = 1.43",
@@ -115,9 +116,10 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     },
     ("fig22_logs_emulated", "demo"): {
         # at RCC's logged contention (90% hot picks) the model's abort rates hold but
-        # OCC's throughput is 1.28x RCC's one-sided and 1.54x over RPC, every RPC OCC
-        # stage 0.69-0.89x RCC's per call (docs/model.md); the QP walk moves one-sided
-        # by 0.989x or more from 1 to 10 QPs (misses add latency ten coroutines overlap)
+        # OCC's throughput is 1.28x RCC's one-sided and 1.54x over RPC (1.09x and 1.12x
+        # with RCC's locked-read rule, protocol.locked_read_aborts false; docs/model.md);
+        # the QP walk moves one-sided by 0.989x or more from 1 to 10 QPs (misses add
+        # latency ten coroutines overlap)
         "RPC OCC, one QP per peer: 55.0 K txns/s per node",
         "one-sided OCC, one QP per peer: 82.2 K txns/s per node",
         "one-sided: per node drops from 1 to 10 QPs per peer (RCC: 1.023-1.093x)",

@@ -29,13 +29,17 @@ class _Counter:
         return TxnSpec("inc", body, self.read_only)
 
 
-def _one(cx4, name, read_only=False, coroutines=1, **over):
-    wl = _Counter(read_only=read_only)
-    hist = History()
-    b = build(cx4, 3, 1, wl, preset(name, **over), coroutines, history=hist)
-    # only node 0 runs transactions
+def _node0(cx4, wl, cfg, coroutines=1, history=None):
+    """3 nodes of one thread each, built with ``cfg``; only node 0 runs transactions."""
+    b = build(cx4, 3, 1, wl, cfg, coroutines, history=history)
     for key in [(1, 0), (2, 0)]:
         b.cc.coords.pop(key)
+    return b
+
+
+def _one(cx4, name, read_only=False, coroutines=1, **over):
+    hist = History()
+    b = _node0(cx4, _Counter(read_only=read_only), preset(name, **over), coroutines, hist)
     m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
     return m, b, hist
 
@@ -98,10 +102,7 @@ def test_conflicting_coroutines_abort_and_stay_serializable(cx4, locked_read_abo
     and RCC's code: the lock stage's version check then catches the conflict)."""
     wl = _Counter()
     hist = History()
-    b = build(cx4, 3, 1, wl, preset("drtmh", locked_read_aborts=locked_read_aborts), 4,
-              history=hist)
-    for key in [(1, 0), (2, 0)]:
-        b.cc.coords.pop(key)
+    b = _node0(cx4, wl, preset("drtmh", locked_read_aborts=locked_read_aborts), 4, hist)
     occ = b.cc
     real_attempt, real_lock = occ.attempt, occ._lock
     n = {"attempts": 0, "locks": 0}
@@ -166,9 +167,7 @@ def test_fasst_read_lock_failure_aborts_at_commit_as_released(cx4, no_abort):
     """FaSST's failed read-lock aborts the attempt at once; with ``no_abort`` (the
     released OCCFast) the body runs to the end first and the attempt aborts at commit."""
     wl = _SlowCounter()
-    b = build(cx4, 3, 1, wl, preset("fasst", no_abort=no_abort), 4, history=History())
-    for key in [(1, 0), (2, 0)]:
-        b.cc.coords.pop(key)
+    b = _node0(cx4, wl, preset("fasst", no_abort=no_abort), 4, History())
     run_txn_bench(b, 10_000.0, 200_000.0, drain=True)
     st = b.cc.stats
     assert st.aborted > 0
@@ -183,9 +182,7 @@ def test_retry_without_backoff_restarts_at_once(cx4, backoff):
     """An aborted attempt is retried with the same inputs; after a random back-off by
     default, and at once (after yielding to ready coroutines, none here) with
     ``retry_backoff=False``, as DrTM+H's BenchWorker::worker_routine retries."""
-    b = build(cx4, 3, 1, _Counter(), preset("drtmh", retry_backoff=backoff), 1)
-    for key in [(1, 0), (2, 0)]:
-        b.cc.coords.pop(key)
+    b = _node0(cx4, _Counter(), preset("drtmh", retry_backoff=backoff), 1)
     occ = b.cc
     real = occ.attempt
     starts = []
@@ -238,9 +235,7 @@ def test_staggered_start_spreads_the_coroutines(cx4):
     def commits(stagger):
         wl = _Counter()
         hist = History()
-        b = build(cx4, 3, 1, wl, preset("drtmh"), 4, history=hist)
-        for key in [(1, 0), (2, 0)]:
-            b.cc.coords.pop(key)
+        b = _node0(cx4, wl, preset("drtmh"), 4, hist)
         b.cc.start(wl, 4, stagger)
         b.sim.run(until=50_000.0)
         return len(hist)
@@ -269,9 +264,7 @@ def test_speculative_execution_overlaps_the_read(cx4, name):
     10 us of logic: the execution phase takes about 10 us, not 10 us + a round trip.
     Without (DrTM+R) the record is read when used: 10 us + one round trip."""
     hist = History()
-    b = build(cx4, 3, 1, _Speculative(), preset(name), 1, history=hist)
-    for key in [(1, 0), (2, 0)]:
-        b.cc.coords.pop(key)
+    b = _node0(cx4, _Speculative(), preset(name), 1, hist)
     m = run_txn_bench(b, 10_000.0, 100_000.0, drain=True)
     assert hist.check().serializable
     assert b.store.header_local(1, 0, 0)[1] == len(hist)
@@ -295,10 +288,7 @@ class _TwoRecords:
 
 
 def _run_two(cx4, name):
-    b = build(cx4, 3, 1, _TwoRecords(), preset(name), 1)
-    for key in [(1, 0), (2, 0)]:
-        b.cc.coords.pop(key)
-    return b
+    return _node0(cx4, _TwoRecords(), preset(name), 1)
 
 
 def test_commit_rpcs_go_one_per_record(cx4):
@@ -346,10 +336,7 @@ def test_rcc_occ_round_trips(cx4, verbs):
 
     wl = _Counter()
     hist = History()
-    b = build(cx4, 3, 1, wl, occ_config(OccProtocol(kind="occ", verbs=verbs)), 1,
-              history=hist)
-    for key in [(1, 0), (2, 0)]:
-        b.cc.coords.pop(key)
+    b = _node0(cx4, wl, occ_config(OccProtocol(kind="occ", verbs=verbs)), 1, hist)
     m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
     assert m["round_trips_per_txn"] == pytest.approx(5)
     assert m["abort_rate"] == 0.0 and hist.check().serializable
@@ -363,16 +350,14 @@ def test_an_aborted_attempt_waits_for_its_releases(cx4, verbs):
     """After an abort the locks won are released (WRITE 0, or a release RPC) and the
     attempt waits for their completions before it retries, as DrTM+H's and RCC's
     ``release_writes`` yield after posting them: retried at once (no back-off), the
-    second attempt finds the record unlocked, and the release's round trip is counted."""
+    second attempt finds the record unlocked, one round trip after the abort."""
     import dataclasses
 
     from protocols.txn.scenario_kinds import OccProtocol, occ_config
 
     cfg = dataclasses.replace(occ_config(OccProtocol(kind="occ", verbs=verbs)),
                               retry_backoff=False)
-    b = build(cx4, 3, 1, _Counter(), cfg, 1)
-    for key in [(1, 0), (2, 0)]:
-        b.cc.coords.pop(key)
+    b = _node0(cx4, _Counter(), cfg, 1)
     occ = b.cc
     real_log, real_attempt = occ.repl.log, occ.attempt
     aborted, starts = [], []
