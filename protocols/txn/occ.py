@@ -34,8 +34,8 @@ Scope
     off the critical path: one-sided WRITEs unsignaled, commit RPCs without reply),
     doorbell batching of RPCs (:class:`protocols.rpc.RpcConfig`), the location cache.
 
-    Conflicts: a read that finds the record locked (unless ``locked_read_aborts`` is off,
-    as in DrTM+H's and RCC's code), a lock that finds it locked, or a version changed
+    Conflicts: a read that finds the record locked (only with ``locked_read_aborts``;
+    DrTM+H's and RCC's code reads on), a lock that finds it locked, or a version changed
     since it was read abort the transaction; its locks are released
     (signaled WRITE 0 / release RPC with an empty reply, waited for, as DrTM+H's and
     RCC's ``release_writes``) and it is retried, with the same inputs, after a
@@ -135,11 +135,11 @@ class OccConfig:
     rep_factor: int = 2
     reclaim_every: int = 1
     no_abort: bool = False
-    # An execution read that finds the record locked aborts at once (True). False reads on
-    # as DrTM+H's and RCC's code does (``remote_read`` and the read handler keep the
-    # version and leave the lock word unchecked), leaving the conflict to the lock stage's
-    # version check and the read set's validation.
-    locked_read_aborts: bool = True
+    # False: an execution read that finds the record locked reads on, as DrTM+H's and
+    # RCC's code does (``remote_read`` and the read handler keep the version and leave the
+    # lock word unchecked), leaving the conflict to the lock stage's version check and the
+    # read set's validation. True aborts the attempt at that read (a what-if).
+    locked_read_aborts: bool = False
     retry_backoff: bool = True
     only_execution: bool = False
     # How an aborted attempt releases its locks; None: one-sided if locking or commit is

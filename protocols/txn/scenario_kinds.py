@@ -192,9 +192,9 @@ class OccProtocol(BaseModel):
     # The released DrTM+H code's NO_ABORT (protocols/txn/occ.py): failed locks and
     # validations do not abort; histories are then not serializable.
     no_abort: Optional[bool] = None
-    # false: an execution read that finds the record locked reads on (the lock and
-    # validation stages catch the conflict), as DrTM+H's and RCC's code does; default:
-    # it aborts at once (protocols/txn/occ.py).
+    # true: an execution read that finds the record locked aborts at once (a what-if);
+    # default: it reads on and the lock and validation stages catch the conflict, as
+    # DrTM+H's and RCC's code does (protocols/txn/occ.py).
     locked_read_aborts: Optional[bool] = None
     # false: retry an aborted transaction at once, as DrTM+H's BenchWorker::worker_routine
     # (protocols/txn/occ.py); default: after a random back-off.

@@ -382,11 +382,11 @@ def test_an_aborted_attempt_waits_for_its_releases(cx4, verbs):
 
 def test_locked_read_aborts_reaches_both_occ_configs():
     """``protocol.locked_read_aborts`` sets the option for a DrTM+H preset and for RCC's
-    OCC alike; unset, a read that finds its record locked aborts."""
+    OCC alike; unset, a read that finds its record locked reads on, as both codes do."""
     from protocols.txn.scenario_kinds import OccProtocol, occ_config
 
-    assert occ_config(OccProtocol(kind="occ")).locked_read_aborts
-    assert occ_config(OccProtocol(kind="occ", verbs="rpc")).locked_read_aborts
+    assert not occ_config(OccProtocol(kind="occ")).locked_read_aborts
+    assert not occ_config(OccProtocol(kind="occ", verbs="rpc")).locked_read_aborts
     for extra in ({}, {"verbs": "one_sided"}):
-        proto = OccProtocol(kind="occ", locked_read_aborts=False, **extra)
-        assert not occ_config(proto).locked_read_aborts
+        proto = OccProtocol(kind="occ", locked_read_aborts=True, **extra)
+        assert occ_config(proto).locked_read_aborts
