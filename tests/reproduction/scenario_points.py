@@ -26,14 +26,21 @@ def one_row(rows, **where):
 
 def check_findings(root: Path, name: str, size: str, gaps: set[str]) -> None:
     """Every claim check of scenario ``name`` at ``size`` holds unless its note is in
-    ``gaps``, and every check in ``gaps`` fails (a gap that closes must be struck off).
-    A check no point of that size selects (``not measured``, e.g. a protocol the demo
-    size leaves out) neither holds nor fails."""
+    ``gaps``, and every check in ``gaps`` fails (:func:`assert_claims`)."""
     sc, rows = scenario_rows(root, name, size)
     claims = evaluate(sc.expected, rows)
     assert claims, f"{name} declares no claims"
+    assert_claims(claims, gaps)
+
+
+def assert_claims(claims: list[dict], gaps: set[str]) -> None:
+    """Every evaluated claim check holds unless its note is in ``gaps``, and every check in
+    ``gaps`` fails (a gap that closes must be struck off); both messages give the measured
+    values. A check no point selects (``not measured``, e.g. a protocol the demo size
+    leaves out) neither holds nor fails."""
     bad = [f"{c['claim']} ({c['note']}): published {c['published']}, measured "
            f"{c['measured']:.3g}" for c in claims if c["holds"] is False and c["note"] not in gaps]
-    closed = [c["note"] for c in claims if c["holds"] and c["note"] in gaps]
+    closed = [f"{c['claim']} ({c['note']}): published {c['published']}, measured "
+              f"{c['measured']:.3g}" for c in claims if c["holds"] and c["note"] in gaps]
     assert not bad, "findings that do not hold:\n" + "\n".join(bad)
     assert not closed, "known gaps now hold (update KNOWN_GAPS):\n" + "\n".join(closed)

@@ -16,6 +16,7 @@ import pytest
 from rnicsim.claims import evaluate
 from rnicsim.runner import run_points
 from rnicsim.scenario import load_scenario
+from scenario_points import assert_claims
 
 ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "drtmh"
 SCENARIOS = ["fig5a_raw_verbs", "fig5b_80node_connections", "fig3a_shared_context"]
@@ -38,15 +39,6 @@ KNOWN_GAPS = {
 }
 
 
-def _assert_all_hold(claims: list[dict], gaps: set[str]) -> None:
-    bad = [f"{c['claim']} ({c['kind']}, {c['note']}): published {c['published']}, "
-           f"measured {c['measured']:.3g}" for c in claims
-           if not c["holds"] and c["note"] not in gaps]
-    closed = [c["note"] for c in claims if c["holds"] and c["note"] in gaps]
-    assert not bad, "findings that do not hold:\n" + "\n".join(bad)
-    assert not closed, "known gaps now hold (update KNOWN_GAPS):\n" + "\n".join(closed)
-
-
 @pytest.mark.parametrize("name", [
     pytest.param("fig5a_raw_verbs", marks=pytest.mark.slow),
     pytest.param("fig5b_80node_connections", marks=pytest.mark.slow),
@@ -56,11 +48,11 @@ def test_findings_hold_at_demo_size(name):
     gaps, which fail."""
     claims = _check(name, "demo")
     assert claims, "the scenario declares claim checks"
-    _assert_all_hold(claims, KNOWN_GAPS.get((name, "demo"), set()))
+    assert_claims(claims, KNOWN_GAPS.get((name, "demo"), set()))
 
 
 @pytest.mark.repro
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_findings_hold_at_full_size(name):
     """Every claim check of the scenario holds on its full sweep but the known gaps."""
-    _assert_all_hold(_check(name, "full"), KNOWN_GAPS.get((name, "full"), set()))
+    assert_claims(_check(name, "full"), KNOWN_GAPS.get((name, "full"), set()))
