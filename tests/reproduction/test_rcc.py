@@ -128,7 +128,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "one-sided NOWAIT, SmallBank: lock+read doorbell batching +25.1% throughput",
     },
     ("table1_2_threads_msg_rate", "demo"): {
-        # 1.97-2.03x: the model's threads scale linearly, RCC's 1.6-1.98x
+        # 1.97-2.07x: the model's threads scale linearly, RCC's 1.6-1.98x
         "RPC NOWAIT: 10 threads 1.69x 5 threads",
         "RPC WAITDIE: 10 threads 1.79x 5 threads",
         "one-sided WAITDIE: 10 threads 1.78x 5 threads",
@@ -142,7 +142,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "one-sided OCC, 10 threads: 84.53 K txns/s per node",
     },
     ("table2_msg_rate_no_sleep", "demo"): {
-        # CPU-bound RPC threads post 1.9-2.6x table 2's rate (requests and replies; the
+        # CPU-bound RPC threads post 1.9-2.7x table 2's rate (requests and replies; the
         # requests alone are about half): RCC's RPC path costs more CPU per message
         "RPC NOWAIT: 9.49 Mpps per node",
         "RPC WAITDIE: 9.25 Mpps per node",
