@@ -64,7 +64,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "YCSB best: one-sided MVCC above one-sided WAITDIE",
         "YCSB best: one-sided MVCC above one-sided OCC",
         "SmallBank: one-sided MVCC 72% more round trips than RPC",
-        # TPC-C: one-sided NOWAIT 0.99 of RPC (a tie)
+        # TPC-C: one-sided NOWAIT 0.94 of RPC
         "EDR: one-sided NOWAIT >= RPC on every workload",
     },
     ("fig17_coroutines", "demo"): {
