@@ -18,13 +18,16 @@ host's ``coroutine_switch``; polling costs what :mod:`rnicsim.verbs` charges.
 Scheduling: coroutines are not preempted, and one coroutine runs at a time. A coroutine
 holds the thread from the moment it resumes until it yields to wait for something other
 than its own ``compute`` (a completion, a reply, a timeout): back-to-back ``compute``
-calls are one CPU burst. The event loop (which handles completions and runs RPC handlers)
-only runs when no coroutine holds the thread, so a completion or request arriving during a
-burst is handled when the burst ends. Coroutines made ready meanwhile (their completions
-arrived, a timeout fired) wait in a FIFO run queue and resume one after another, each
-after the previous one has yielded, as DrTM+H's and FaSST's schedulers switch to the next
-ready coroutine only when the running one yields: two ready coroutines never interleave
-their CPU.
+calls are one CPU burst. Coroutines made ready (their completions arrived, a timeout
+fired) wait in a FIFO run queue and resume one after another, each after the previous one
+has yielded: two ready coroutines never interleave their CPU. The event loop (which
+handles completions and runs RPC handlers) runs in rounds: it polls, the coroutines ready
+then run in turn, and it polls again only when none holds the thread and none waits for
+it, so a completion or request arriving meanwhile is handled after the last of them has
+yielded. This is DrTM+H's and RCC's scheduler (``new_master_routine`` and
+``indirect_must_yield`` in their ``src/core``): the master routine polls, then switches
+to the first ready coroutine, and each yields to the next ready one in a ring in which the
+master comes after the last.
 Only verbs, the clock and this runtime are used (never ``rnicsim.hw``).
 """
 from __future__ import annotations
@@ -156,16 +159,13 @@ class Worker:
         if self._owner is not me:
             return
         self._owner = None
+        if self._runq:
+            self._grant()                # the round goes on; the loop polls after it
+            return
         loop = self._burst_ev
         if loop is not None:
             self._burst_ev = None
             loop.succeed()
-        if self._runq:
-            if loop is not None:
-                # The event loop polls first (it resumes at this instant, before this call).
-                self.sim.call_at(self.sim.now, self._grant)
-            else:
-                self._grant()
 
     def _grant(self) -> None:
         if self._owner is not None or not self._runq:
@@ -199,8 +199,9 @@ class Worker:
         return ev
 
     def _after_burst(self):
-        """An event fired when no coroutine holds the thread any more (None if none does)."""
-        if self._owner is None:
+        """An event fired when the round ends: no coroutine holds the thread and none waits
+        in the run queue (None if so already)."""
+        if self._owner is None and not self._runq:
             return None
         if self._burst_ev is None:
             self._burst_ev = self.sim.env.event()

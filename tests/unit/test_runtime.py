@@ -1,4 +1,4 @@
-"""protocols.runtime: coroutines are not preempted by the event loop."""
+"""protocols.runtime: coroutines are not preempted by the event loop, which polls once per round."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from protocols.runtime import Worker
 from rnicsim.cluster import Cluster
 from rnicsim.sim import Simulation
-from rnicsim.verbs import READ, WorkRequest
+from rnicsim.verbs import READ, SEND, WorkRequest
 
 
 def _pair(cx4):
@@ -76,6 +76,50 @@ def test_ready_coroutines_run_one_at_a_time(cx4):
     first, second = sorted(log.values(), key=lambda t: t[0])
     assert first[-1] <= second[0]
     assert first[-1] < 40_000.0        # 5 us + 3 x 10 us, not interleaved with the other
+
+
+def _handled_at(cx4, ready: int) -> tuple[float, float]:
+    """(when node 1's event loop handles a 64-B SEND that node 0 posts at t=0, when the
+    last of node 1's ``ready`` coroutines ends; each is ready at t=0 and runs a 5-us
+    ``usleep``, about 65 us with the timer slack and the C-state exit, then 1 us of
+    CPU)."""
+    sim = Simulation(1)
+    cl = Cluster(sim, cx4, 2, 1)
+    w0, w1 = Worker(cl, 0, 0), Worker(cl, 1, 0)
+    q0, q1 = w0.create_qp("RC"), w1.create_qp("RC")
+    q0.connect(q1)
+    w1.post_recv(q1, 1)
+    out = {"ends": []}
+    w1.on_recv(q1, lambda wc: out.setdefault("handled", sim.now))
+
+    def busy(w):
+        yield w.sleep(5_000.0)
+        yield w.compute(1_000.0)
+        out["ends"].append(sim.now)
+
+    def send(w):
+        yield w.post(q0, [WorkRequest(SEND, 64, None, True, False)])
+
+    for _ in range(ready):
+        w1.spawn(busy)
+    w0.spawn(send)
+    sim.run(until=300_000)
+    return out["handled"], max(out["ends"])
+
+
+def test_the_event_loop_polls_once_per_round_of_ready_coroutines(cx4):
+    """DrTM+H's and RCC's master routine polls, then runs every ready coroutine in turn
+    (each until it yields) before it polls again (``new_master_routine``,
+    ``indirect_must_yield`` in their ``src/core``). A SEND that lands during the first of
+    two ready coroutines' bursts is handled after the second one's too, not between
+    them (a poll there would handle it at about 68 us); with one coroutine, right after
+    its burst."""
+    handled, end = _handled_at(cx4, 1)
+    assert 60_000.0 < end < 70_000.0
+    assert end <= handled < end + 1_000.0
+    handled, end = _handled_at(cx4, 2)
+    assert 120_000.0 < end < 140_000.0
+    assert end <= handled < end + 1_000.0
 
 
 def test_cpu_meter_gives_the_busy_share_of_the_measured_window_only(cx4):
