@@ -116,7 +116,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # DrTM+H over FaSST / DrTM+R / FaRM up to 1.72 / 1.25 / 1.76 (2.96 / 1.89 / 2.50),
     # FaRM/FaSST 0.976, SmallBank 9.91 M per node (5.65).
     # DrTM+H/DrTM+R from 0.945 (published from 1.12x); FaSST/FaRM on SmallBank 1.31 at one
-    # coroutine, 1.03 at 8 (comparable within 20% at every count, as the paper's figure).
+    # coroutine, 1.01 at 8 (comparable within 20% at every count, as the paper's figure).
     ("fig14_end_to_end", "demo"): _D18_UP_TO | {
         "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
         "TPC-C: FaRM > FaSST",

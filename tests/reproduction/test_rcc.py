@@ -40,7 +40,7 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
 # one-sided forms on SmallBank).
 KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig15_logs_edr", "demo"): {
-        # YCSB abort rate of a few aborts in ~1,200 attempts a point: RPC MVCC 0.3% (RCC
+        # YCSB abort rate of a few aborts in ~1,200 attempts a point: RPC MVCC 0.7% (RCC
         # 3.6%)
         "YCSB RPC MVCC: 3.6% of attempts abort",
         # stage means under load, 78 of 84 within 25%: one-sided OCC's YCSB log 0.51x
@@ -116,8 +116,8 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     },
     ("fig22_scale", "demo"): {
         # MVCC leads SUNDIAL by 25-26% over RPC, by 2.3-3.2% one-sided (SUNDIAL renews
-        # with RCC's READ and WRITE); RPC OCC drops 4.1% from 4 to 36 nodes (its reads
-        # wait once per transaction, not once per peer; MVCC and SUNDIAL 12-13%)
+        # with RCC's READ and WRITE); RPC OCC drops 4.3% from 4 to 36 nodes (its reads
+        # wait once per transaction, not once per peer; MVCC and SUNDIAL 13.5-15%)
         "RPC: MVCC above SUNDIAL by 9-12% at every size",
         "one-sided: MVCC above SUNDIAL by 9-12% at every size",
         "RPC: a large drop from 4 to 36 nodes (per node, 10% or more)",
