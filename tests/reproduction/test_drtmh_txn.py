@@ -62,12 +62,12 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig7_execution", "demo"): {
         "TPC-C: two-sided up to 1.28x one-sided without cache",
         "SmallBank: two-sided up to 2.01x one-sided without cache"},
-    # The same two at 16 nodes: 0.985 and 1.338; the other four hold.
+    # The same two at 16 nodes: 0.979 and 1.34; the other four hold.
     ("fig7_execution", "full"): {
         "TPC-C: two-sided up to 1.28x one-sided without cache",
         "SmallBank: two-sided up to 2.01x one-sided without cache"},
-    # At 16 nodes SmallBank's one-sided CAS+READ validation reaches 0.96 of the lock RPC
-    # (1.008 at demo size); TPC-C's win holds (1.025).
+    # At 16 nodes SmallBank's one-sided CAS+READ validation reaches 0.958 of the lock RPC
+    # (0.948 at demo size); TPC-C's win holds (1.036).
     ("fig8_validation", "full"): {"SmallBank: one-sided CAS+READ validation wins"},
     # One-sided CAS+READ validation 1.009 (TPC-C, a tie within the 2% a win needs) and
     # 0.948 (SmallBank) of the lock RPC.
@@ -81,18 +81,13 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig9_commit", "demo"): {"TPC-C, passive ACK: two-sided commit wins",
                               "SmallBank, passive ACK: two-sided commit wins",
                               "TPC-C, no passive ACK: one-sided commit wins"},
-    # The same at 16 nodes: with passive ACK two-sided commit reaches 0.985
-    # (TPC-C) and 0.946 (SmallBank) of one-sided. Without it one-sided wins SmallBank
-    # (1.11) and TPC-C at 4 coroutines (1.17), but at 16 TPC-C ties (1.013): both forms'
-    # threads are CPU-bound there (cpu_util 1.00, 24-25% aborts, windows of ~9,300
-    # commits), so the commit handlers one-sided commit spares are 1.3% of a thread's
-    # time. Not the aborts (as released, NO_ABORT, passive ACK 0.985 all the same).
+    # At 16 nodes: with passive ACK two-sided commit reaches 0.968 (TPC-C) and 0.942
+    # (SmallBank) of one-sided; without it one-sided wins both (1.027 and 1.105).
     ("fig9_commit", "full"): {"TPC-C, passive ACK: two-sided commit wins",
-                              "SmallBank, passive ACK: two-sided commit wins",
-                              "TPC-C, no passive ACK: one-sided commit wins"},
+                              "SmallBank, passive ACK: two-sided commit wins"},
     # At 4 nodes a transaction logs to at most 3 machines, so the RPC handlers that
     # one-sided logging spares are few: TPC-C 1.046x, SmallBank 0.963x. At 16 nodes (full
-    # size) TPC-C gains 1.099x (1.29x, within the 15% asked) and SmallBank 1.17x: both
+    # size) TPC-C gains 1.109x (1.29x, within the 15% asked) and SmallBank 1.16x: both
     # hold.
     ("fig10_logging", "demo"): {"TPC-C: one-sided logging up to 1.29x",
                                 "SmallBank: one-sided logging up to 1.12x"},
@@ -105,11 +100,12 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     # At 16 nodes: SmallBank's per-node throughput falls from 2 to 16 nodes (9.9 -> 7.9
     # M, spread 0.20 from 4 nodes up): more distinct machines per transaction (log
     # targets are the union of backups); TPC-C/no's stays within the check's spread with
-    # commit-counted windows. 80-node connections cost TPC-C 1.2% (0.988, within the
-    # check's 0.95-1.0) and SmallBank 1.1% (9% published); DrTM+H SmallBank is 1.03x pure
-    # two-sided FaSST, p99 0.99 of it.
+    # commit-counted windows. 80-node connections cost TPC-C nothing (1.009; ~5%
+    # published) and SmallBank 0.3% (0.997; 9% published); DrTM+H SmallBank is 1.02x pure
+    # two-sided FaSST, p99 1.01 of it.
     ("fig12_scaling", "full"): {
         "SmallBank scales linearly (per-node throughput flat from 3-4 nodes up)",
+        "80-node connections cost TPC-C/no ~5%",
         "80-node connections cost SmallBank ~9%",
         "SmallBank at 80-node connections still 1.3x pure two-sided",
         "SmallBank p99 latency 49% below pure two-sided"},
@@ -122,10 +118,9 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "TPC-C: FaRM > FaSST",
         "TPC-C: DrTM+H above DrTM+R at every coroutine count (from 1.12x)",
         "SmallBank: FaSST comparable to FaRM"},
-    # At 16 nodes: DrTM+H over FaSST / DrTM+R / FaRM up to 1.57 / 1.28 / 1.78 (2.96 /
-    # 1.89 / 2.50), all at one coroutine; DrTM+H/DrTM+R from 1.032 (at 8 coroutines,
-    # where both are CPU-bound; published from 1.12x); FaRM/FaSST 0.85, SmallBank 7.87 M
-    # per node (5.65), FaSST/FaRM on SmallBank 1.45 at one coroutine.
+    # At 16 nodes: DrTM+H over FaSST / DrTM+R / FaRM up to 1.54 / 1.29 / 1.77 (2.96 /
+    # 1.89 / 2.50); DrTM+H/DrTM+R from 0.982 (published from 1.12x); FaRM/FaSST 0.85,
+    # SmallBank 7.89 M per node (5.65), FaSST/FaRM on SmallBank 1.44 at one coroutine.
     ("fig14_end_to_end", "full"): _D18_UP_TO | {
         "DrTM+H SmallBank 90.4 M txns/s on 16 nodes = 5.65 M per node",
         "TPC-C: FaRM > FaSST",
@@ -148,8 +143,7 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig15_latency_breakdown", "demo"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
     # At 16 nodes the two-sided log RPC costs FaSST little more than a WRITE:
-    # DrTM+R/FaSST 0.71 at one coroutine and 0.99 at 16 (published 0.31), FaRM/FaSST 0.71
-    # and 0.56 (0.25).
+    # DrTM+R/FaSST up to 0.94 (published 0.31), FaRM/FaSST up to 0.65 (0.25).
     ("fig15_latency_breakdown", "full"): {"DrTM+R logging latency ~69% below FaSST",
                                           "FaRM logging latency ~75% below FaSST"},
     # ConnectX-3 multi-object: one-sided 1.6x two-sided (0.62), where DrTM+H sec. 7 finds
@@ -169,21 +163,18 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
                             "CX3 TPC-C: FaSST above FaRM (best prior design)"},
     # At full size (5 nodes x 24 threads) DrTM+R is 0.90 of the next slowest on TPC-C,
     # and on SmallBank the next slowest design reaches only 1.01x DrTM+R: a tie within
-    # the 2% a win needs. FaSST/FaRM is 1.028 on TPC-C and 1.25 on SmallBank (both hold).
-    # On TPC-C DrTM+H with lock RPCs is 0.994 of FaSST at 8 coroutines (15.5% of its
-    # attempts abort, FaSST's 18.2%).
+    # the 2% a win needs. FaSST/FaRM is 1.026 on TPC-C and 1.26 on SmallBank (both hold).
+    # On TPC-C DrTM+H with lock RPCs is 0.982 of FaSST at 8 coroutines.
     ("fig17_cx3", "full"): {"CX3 TPC-C: DrTM+R slowest (atomics stall the NIC)",
                             "CX3 SmallBank: DrTM+R slowest (atomics stall the NIC)",
                             "CX3 TPC-C: DrTM+H still best"},
     # At full size (2 nodes x 24 threads, 1 and 8 coroutines) DrTM+H leads on TPC-C at
-    # one coroutine but falls from 1 to 8 (RoCE 0.86 -> 0.82 M, ConnectX-5 0.46 -> 0.40
-    # M), to 0.93 and 0.90 of DrTM+R and 1.015 and 1.014 of FaSST (a tie within the 2%
-    # a win needs) at 8: 0.15-0.18 of its attempts abort against DrTM+R's 0.09, for the
-    # cause found at demo size (below).
-    ("fig19_roce", "full"): {"RoCE TPC-C: DrTM+H above DrTM+R (as on CX4)",
-                             "RoCE TPC-C: DrTM+H above FaSST (as on CX4)"},
-    ("fig21_cx5", "full"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)",
-                            "CX5 TPC-C: DrTM+H above FaSST (as on CX4)"},
+    # one coroutine but falls from 1 to 8 (RoCE 0.86 -> 0.81 M, ConnectX-5 0.46 -> 0.40
+    # M), to 0.91 and 0.89 of DrTM+R at 8 (1.13 and 1.24 of FaSST, which hold): 0.17-0.20
+    # of its attempts abort against DrTM+R's 0.09, for the cause found at demo size
+    # (below).
+    ("fig19_roce", "full"): {"RoCE TPC-C: DrTM+H above DrTM+R (as on CX4)"},
+    ("fig21_cx5", "full"): {"CX5 TPC-C: DrTM+H above DrTM+R (as on CX4)"},
     # At demo size (2 nodes x 8 threads, 8 coroutines) DrTM+H commits 0.90 of DrTM+R on
     # RoCE and 0.94 on ConnectX-5 (1.13 and 1.11 of FaSST): 0.19 of its attempts abort
     # against DrTM+R's 0.11, at the lock stage, on stock records another transaction
