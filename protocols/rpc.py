@@ -390,8 +390,9 @@ class Endpoint(Worker):
 
     def _tcp_deliver(self, wc, qp, items) -> None:
         """One TCP segment reaches the socket: once the thread's round of ready
-        coroutines has ended (the event loop's rule, runtime doc), book ``host.tcp_recv_cpu`` [ns] and the copy of
-        its ``wc.byte_len`` [B] to user memory, then run its messages."""
+        coroutines has ended (the event loop's rule, runtime doc), book
+        ``host.tcp_recv_cpu`` [ns] and the copy of its ``wc.byte_len`` [B] to user memory,
+        then run its messages."""
         burst = self._after_burst()
         if burst is not None:
             burst.callbacks.append(lambda _ev: self._tcp_deliver(wc, qp, items))
