@@ -158,21 +158,17 @@ class Worker:
     def _release(self, me) -> None:
         if self._owner is not me:
             return
-        self._owner = None
         if self._runq:
-            self._grant()                # the round goes on; the loop polls after it
+            # The round goes on: the next ready coroutine takes the thread at once, and
+            # the loop polls after the last of them.
+            self._owner, ev = self._runq.popleft()
+            ev.succeed()
             return
+        self._owner = None
         loop = self._burst_ev
         if loop is not None:
             self._burst_ev = None
             loop.succeed()
-
-    def _grant(self) -> None:
-        if self._owner is not None or not self._runq:
-            return
-        me, ev = self._runq.popleft()
-        self._owner = me
-        ev.succeed()
 
     # ------------------------------------------------------------------ calls
     def compute(self, ns: float):
