@@ -137,7 +137,7 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
             holds = _finite(measured) and c.min <= measured <= c.max
         else:  # pragma: no cover - the schema admits no other kind
             raise ValueError(c.kind)
-        status = ("not measured" if not _selected(c, rows) else
+        status = ("not measured" if not selected(c, rows) else
                   "holds" if holds else "fails")
         compared, test = _compared(c)
         bounded = c.kind in ("bound", "ratio_bound")
@@ -154,7 +154,7 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
     return out
 
 
-def _selected(c, rows: list[dict]) -> bool:
+def selected(c, rows: list[dict]) -> bool:
     """Whether any row is selected by check ``c``'s conditions, whatever its metric (no
     row selected: the check is not measured, rather than failing)."""
     if c.kind in ("value", "bound"):

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .claims import evaluate
+from .claims import evaluate, selected
 from .errors import InputError
 from .profile import load_profile
 from .results import check_out_dir
@@ -219,7 +219,11 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def missing_columns(sc: Scenario, rows: list[dict[str, Any]]) -> list[str]:
     """One line per plot axis, claim metric or claim ``over`` that names a column no row
-    has (a misspelt metric: the plot is not drawn, the claim measures NaN)."""
+    has (a misspelt metric: the plot is not drawn, the claim measures NaN). The metric of
+    a claim whose conditions select no row is not looked for: the claim is ``not
+    measured`` whatever its metric, and a narrowed sweep (``--set`` on a swept key) may
+    leave out the only points that have its column (e.g. SUNDIAL's
+    ``lat_renew_call_us``)."""
     cols: list[str] = []
     for r in rows:
         cols += [k for k in r if k not in cols]
@@ -227,7 +231,7 @@ def missing_columns(sc: Scenario, rows: list[dict[str, Any]]) -> list[str]:
     names = [(f"plots[{i}].{a}", getattr(p, a)) for i, p in enumerate(sc.plots)
              for a in ("x", "y")]
     names += [(f"expected[{i}].{a}", getattr(c, a, None)) for i, c in enumerate(sc.expected)
-              for a in ("metric", "over")]
+              for a in (("metric", "over") if selected(c, rows) else ("over",))]
     for key, name in names:
         if name is not None and name not in cols:
             out.append(f"{key}: no result has a column {name!r}; columns: "

@@ -1078,6 +1078,31 @@ def test_run_prints_claim_lines_and_a_narrowed_sweep_is_not_measured(tmp_path, c
     assert "nan" not in out and "DOES NOT HOLD" not in out
 
 
+def test_a_missing_metric_warns_only_for_a_claim_some_point_selects(tmp_path, capsys):
+    """A claim metric no row has draws a warning naming the entry (a misspelling), unless
+    the claim selects no point: a narrowed sweep may leave out the only points that have
+    its column, and the claim reads ``not measured`` anyway. A missing ``over`` always
+    warns."""
+    def claim(metric, payload, over=None):
+        c = {"claim": "T1", "role": "validation", "kind": "bound", "metric": metric,
+             "published": 1, "min": 0, "where": {"workload.payload": payload}}
+        if over:
+            c.update(kind="dominates", a={"workload.payload": payload},
+                     b={"workload.payload": payload}, over=over)
+            del c["where"], c["min"]
+        return c
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.payload": [64, 4096]},
+        expected=[claim("lat_p50_usx", 64), claim("lat_p50_usx", 4096),
+                  claim("lat_p50_us", 4096, over="stepx")]))
+    code, _out, err = cli(["run", str(p), "--out", str(tmp_path / "o"), "--quiet",
+                           "--set", "workload.payload=64"], capsys)
+    assert code == 0
+    warned = [line.split(":")[2].strip() for line in err.splitlines()
+              if "no result has a column" in line]
+    assert warned == ["expected[0].metric", "expected[2].over"], err
+
+
 def test_a_claim_over_a_missing_column_is_not_measured():
     """A claim whose ``over`` no row has is ``not measured`` (NaN, holds None): not a
     KeyError, and not a failure."""
