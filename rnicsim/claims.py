@@ -91,6 +91,28 @@ def _paired(rows: list[dict], a: dict, b: dict, over: str, rng: dict, metric: st
     return [(x, xa[x], xb[x]) for x in xa if x in xb]
 
 
+def _steps(rows: list[dict], c) -> list[tuple[float, float]]:
+    """(first step's loss, largest later loss) of each series of first-step check ``c``
+    with at least three values of ``c.over`` and its ``metric`` finite at each (see
+    :class:`rnicsim.scenario.FirstStepClaim`); series whose metric is not positive at a
+    step's start are left out."""
+    series: dict[tuple, dict] = {}
+    rng = {c.over: c.range} if c.range else {}
+    for r in rows:
+        if c.over in r and matches(c.where, r) and matches(rng, r) \
+                and _finite(r.get(c.metric)):
+            key = tuple(repr(r.get(k)) for k in c.by)
+            series.setdefault(key, {})[r[c.over]] = r[c.metric]
+    out = []
+    for pts in series.values():
+        ys = [pts[x] for x in sorted(pts)]
+        if len(ys) < 3 or any(y <= 0 for y in ys[:-1]):
+            continue
+        losses = [1 - b / a for a, b in zip(ys, ys[1:])]
+        out.append((losses[0], max(losses[1:])))
+    return out
+
+
 def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
     """Evaluate every claim check of ``expected`` (a scenario's ``expected:`` entries) on
     ``rows`` (dicts of swept values and metrics, as :func:`rnicsim.runner.run_points`
@@ -135,6 +157,10 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
             pairs = _paired(rows, c.numerator, c.denominator, c.over, c.range, c.metric)
             measured = _agg([x / y for _, x, y in pairs if y], c.agg, _outside(c.min, c.max))
             holds = _finite(measured) and c.min <= measured <= c.max
+        elif c.kind == "first_step":
+            measured = min((first - later for first, later in _steps(rows, c)),
+                           default=float("nan"))
+            holds = _finite(measured) and measured > c.margin
         else:  # pragma: no cover - the schema admits no other kind
             raise ValueError(c.kind)
         status = ("not measured" if not selected(c, rows) else
@@ -148,7 +174,8 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
                     "note": c.note, "source": c.source, "status": status,
                     "compared": compared, "test": test,
                     "unit": "" if c.kind in _RATIO_KINDS else metric_unit(c.metric),
-                    "tolerance": None if bounded or c.kind in ("flat", "dominates")
+                    "tolerance": None if bounded or c.kind in ("flat", "dominates",
+                                                               "first_step")
                     else c.tolerance,
                     "min": c.min if bounded else None, "max": c.max if bounded else None})
     return out
@@ -162,6 +189,8 @@ def selected(c, rows: list[dict]) -> bool:
     if c.kind == "flat":
         where = dict(c.where, **({c.over: c.range} if c.range else {}))
         return any(matches(where, r) for r in rows)
+    if c.kind == "first_step":
+        return bool(_steps(rows, c))
     a, b = (c.numerator, c.denominator) if c.kind in ("ratio", "ratio_bound") else (c.a, c.b)
     return bool(_paired(rows, a, b, c.over, c.range, None))
 
@@ -232,7 +261,7 @@ def role_conflict(c, profile) -> str | None:
 _UNITS = (("_mtxns_per_node", "Mtxn/s per node"), ("_mtxns", "Mtxn/s"), ("_mops", "Mops/s"),
           ("_mpps", "Mpps"), ("_gbps", "Gb/s"), ("_us", "us"), ("_ms", "ms"), ("_ns", "ns"))
 # Kinds whose published and measured values are ratios or fractions (no unit).
-_RATIO_KINDS = ("ratio", "flat", "dominates", "drop", "ratio_bound")
+_RATIO_KINDS = ("ratio", "flat", "dominates", "drop", "ratio_bound", "first_step")
 
 
 def metric_unit(metric: str) -> str:
@@ -287,6 +316,10 @@ def _compared(c) -> tuple[str, str]:
         return f"max{over} of 1 - {pair}", rel
     if c.kind == "bound":
         return f"{c.agg} of {c.metric}{where}", _interval(c.min, c.max)
+    if c.kind == "first_step":
+        by = f" per {', '.join(k.split('.')[-1] for k in c.by)}" if c.by else ""
+        return (f"min{by} of first loss - largest later loss{over} of {c.metric}{where}",
+                f"> {c.margin:g}")
     return f"{c.agg}{over} of {pair}", _interval(c.min, c.max)
 
 

@@ -468,8 +468,30 @@ class RatioBoundClaim(_Claim):
     max: float = float("inf")
 
 
+class FirstStepClaim(_Claim):
+    """The first step of ``over`` loses the most: for the findings "the drop from A to B
+    is larger than any later one".
+
+    The rows matching ``where`` (and ``range`` on ``over``) form one series per
+    combination of the ``by`` keys' values, ordered by ``over``; a step from x to the
+    next x loses ``1 - metric(next) / metric(x)``. Measured: the smallest, over the series
+    with at least three values of ``over``, of the first step's loss minus the largest
+    loss of a later step; holds when it exceeds ``margin`` (default 0: in every series
+    the first step is the largest drop). ``published`` is a stand-in (0 when the paper
+    gives no figure).
+    """
+
+    kind: Literal["first_step"]
+    where: dict[str, Any] = Field(default_factory=dict)
+    over: str
+    by: list[str] = Field(default_factory=list)
+    range: dict[str, float] = Field(default_factory=dict)
+    margin: float = 0.0
+
+
 Claim = Annotated[Union[ValueClaim, RatioClaim, FlatClaim, DominatesClaim, DropClaim,
-                        BoundClaim, RatioBoundClaim], Field(discriminator="kind")]
+                        BoundClaim, RatioBoundClaim, FirstStepClaim],
+                  Field(discriminator="kind")]
 
 
 class Scenario(BaseModel):
@@ -558,8 +580,10 @@ def _fmt_loc(loc: tuple) -> str:
     return out
 
 
-_TAGS = ("value", "ratio", "flat", "dominates", "drop", "bound", "ratio_bound", "single_switch",
-         "leaf_spine")
+#: The claim check kinds (the ``kind`` tags of :data:`Claim`).
+CLAIM_KINDS = ("value", "ratio", "flat", "dominates", "drop", "bound", "ratio_bound",
+               "first_step")
+_TAGS = CLAIM_KINDS + ("single_switch", "leaf_spine")
 
 
 def _explain(e: ValidationError, source: str, prefix: str = "") -> InputError:
@@ -604,7 +628,7 @@ def _tags(loc: tuple) -> list[str]:
         return sorted(PROTOCOLS)
     if last == "topology":
         return ["single_switch", "leaf_spine"]
-    return ["value", "ratio", "flat", "dominates", "drop", "bound", "ratio_bound"]
+    return list(CLAIM_KINDS)
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
@@ -992,6 +1016,8 @@ def _check_names(sc: Scenario, source: str) -> None:
         for field in _CONDITIONS:
             for k in getattr(c, field, None) or {}:
                 check(k, f"expected[{i}].{field}.{k}")
+        for j, k in enumerate(getattr(c, "by", None) or []):
+            check(k, f"expected[{i}].by[{j}]")
         over = getattr(c, "over", None)
         if over is not None and "." in over and over not in sc.sweep:
             raise InputError(source, f"expected[{i}].over", f"a swept key ({swept}) or a "

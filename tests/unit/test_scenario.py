@@ -203,7 +203,7 @@ def test_unknown_claim_kind(tmp_path):
     """An unknown claim check kind lists the known kinds."""
     p = scenario_file(tmp_path, lambda r: r.update(expected=[
         {"claim": "D1", "role": "validation", "kind": "bigger", "metric": "throughput_mops", "published": 1}]))
-    rejected(p, "expected[0].kind: one of: value, ratio, flat, dominates, drop, bound, ratio_bound (got 'bigger')")
+    rejected(p, "expected[0].kind: one of: value, ratio, flat, dominates, drop, bound, ratio_bound, first_step (got 'bigger')")
 
 
 @pytest.mark.parametrize("key, value, words", [
@@ -1130,6 +1130,54 @@ def test_not_measured_means_no_row_is_selected(spec, status):
     [r] = evaluate(claims(spec), ROWS)
     assert r["status"] == status
     assert r["holds"] is (None if status == "not measured" else False)
+
+
+def _steps_rows(series: dict[str, list[float]], xs=(4, 36, 76, 116)) -> list[dict]:
+    return [{"size": x, "proto": p, "m": y} for p, ys in series.items()
+            for x, y in zip(xs, ys)]
+
+
+@pytest.mark.parametrize("series, measured, holds", [
+    # first losses 10% and 8%, largest later ones 2% and 4.3%: the worst series is b
+    ({"a": [100, 90, 88.2, 87.3], "b": [50, 46, 44, 44]}, 0.08 - 2 / 46, True),
+    # b's second step loses more than its first: fails, by how much
+    ({"a": [100, 90, 88.2, 87.3], "b": [100, 97, 92.15, 92]}, 0.03 - 0.05, False),
+    # a rise after the first step is no loss; a first step that gains fails
+    ({"a": [100, 90, 95, 99]}, 0.10 - (1 - 99 / 95), True),
+    ({"a": [100, 101, 99, 98]}, -0.01 - (1 - 99 / 101), False),
+])
+def test_first_step_is_the_largest_drop_in_every_series(series, measured, holds):
+    """``first_step``: per series of ``by``, first loss minus the largest later loss,
+    the smallest over the series; holds above ``margin`` (0)."""
+    [r] = evaluate(claims({"kind": "first_step", "over": "size", "by": ["proto"],
+                           "published": 0}), _steps_rows(series))
+    assert r["measured"] == pytest.approx(measured)
+    assert r["holds"] is holds and r["status"] == ("holds" if holds else "fails")
+
+
+def test_first_step_needs_three_sizes_and_honours_where_range_and_margin():
+    """A series with two values of ``over`` has no later step: with none longer the check
+    is not measured; ``where`` and ``range`` narrow the rows; ``margin`` raises the bar;
+    without ``by`` all selected rows are one series."""
+    rows = _steps_rows({"a": [100, 90, 88], "b": [100, 99, 90]})
+    two = [r for r in rows if r["size"] < 76]
+    spec = {"kind": "first_step", "over": "size", "by": ["proto"], "published": 0}
+    assert evaluate(claims(spec), two)[0]["status"] == "not measured"
+    [a] = evaluate(claims(dict(spec, where={"proto": "a"})), rows)
+    assert a["measured"] == pytest.approx(0.1 - (1 - 88 / 90)) and a["holds"]
+    assert not evaluate(claims(dict(spec, where={"proto": "a"}, margin=0.1)), rows)[0]["holds"]
+    assert evaluate(claims(dict(spec, range={"le": 36})), rows)[0]["status"] == "not measured"
+    [b] = evaluate(claims(dict(spec, where={"proto": "b"})), rows)
+    assert b["measured"] == pytest.approx(0.01 - (1 - 90 / 99)) and not b["holds"]
+
+
+def test_a_first_step_claim_by_an_unknown_key_path_is_refused(tmp_path):
+    """``by`` names columns as ``where`` does: a misspelt key path is refused at load."""
+    p = scenario_file(tmp_path, lambda r: r.update(
+        sweep={"workload.payload": [8, 64, 512]},
+        expected=[{"claim": "C", "role": "validation", "kind": "first_step", "metric": "m",
+                   "published": 0, "over": "workload.payload", "by": ["workload.vrb"]}]))
+    rejected(p, "expected[0].by[0]")
 
 
 def test_claim_table_says_what_is_compared():
