@@ -94,8 +94,8 @@ def _paired(rows: list[dict], a: dict, b: dict, over: str, rng: dict, metric: st
 def _steps(rows: list[dict], c) -> list[tuple[float, float]]:
     """(first step's loss, largest later loss) of each series of first-step check ``c``
     with at least three values of ``c.over`` and its ``metric`` finite at each (see
-    :class:`rnicsim.scenario.FirstStepClaim`); series whose metric is not positive at a
-    step's start are left out."""
+    :class:`rnicsim.scenario.FirstStepClaim`); a series with a value not above 0 (a point
+    that measured nothing, e.g. no commit in its window) is left out."""
     series: dict[tuple, dict] = {}
     rng = {c.over: c.range} if c.range else {}
     for r in rows:
@@ -106,7 +106,7 @@ def _steps(rows: list[dict], c) -> list[tuple[float, float]]:
     out = []
     for pts in series.values():
         ys = [pts[x] for x in sorted(pts)]
-        if len(ys) < 3 or any(y <= 0 for y in ys[:-1]):
+        if len(ys) < 3 or any(y <= 0 for y in ys):
             continue
         losses = [1 - b / a for a, b in zip(ys, ys[1:])]
         out.append((losses[0], max(losses[1:])))

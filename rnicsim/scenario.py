@@ -475,10 +475,10 @@ class FirstStepClaim(_Claim):
     The rows matching ``where`` (and ``range`` on ``over``) form one series per
     combination of the ``by`` keys' values, ordered by ``over``; a step from x to the
     next x loses ``1 - metric(next) / metric(x)``. Measured: the smallest, over the series
-    with at least three values of ``over``, of the first step's loss minus the largest
-    loss of a later step; holds when it exceeds ``margin`` (default 0: in every series
-    the first step is the largest drop). ``published`` is a stand-in (0 when the paper
-    gives no figure).
+    with at least three values of ``over`` (and none at or below 0: a point that
+    measured nothing), of the first step's loss minus the largest loss of a later step;
+    holds when it exceeds ``margin`` (default 0: in every series the first step is the
+    largest drop). ``published`` is a stand-in (0 when the paper gives no figure).
     """
 
     kind: Literal["first_step"]

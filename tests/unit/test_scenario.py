@@ -1156,9 +1156,9 @@ def test_first_step_is_the_largest_drop_in_every_series(series, measured, holds)
 
 
 def test_first_step_needs_three_sizes_and_honours_where_range_and_margin():
-    """A series with two values of ``over`` has no later step: with none longer the check
-    is not measured; ``where`` and ``range`` narrow the rows; ``margin`` raises the bar;
-    without ``by`` all selected rows are one series."""
+    """A series with two values of ``over`` has no later step, and one with a point that
+    measured nothing (0) is left out: with no other series the check is not measured;
+    ``where`` and ``range`` narrow the rows; ``margin`` raises the bar."""
     rows = _steps_rows({"a": [100, 90, 88], "b": [100, 99, 90]})
     two = [r for r in rows if r["size"] < 76]
     spec = {"kind": "first_step", "over": "size", "by": ["proto"], "published": 0}
@@ -1167,6 +1167,9 @@ def test_first_step_needs_three_sizes_and_honours_where_range_and_margin():
     assert a["measured"] == pytest.approx(0.1 - (1 - 88 / 90)) and a["holds"]
     assert not evaluate(claims(dict(spec, where={"proto": "a"}, margin=0.1)), rows)[0]["holds"]
     assert evaluate(claims(dict(spec, range={"le": 36})), rows)[0]["status"] == "not measured"
+    # a point that measured nothing (0) leaves its series out
+    nothing = _steps_rows({"a": [100, 90, 0]})
+    assert evaluate(claims(spec), nothing)[0]["status"] == "not measured"
     [b] = evaluate(claims(dict(spec, where={"proto": "b"})), rows)
     assert b["measured"] == pytest.approx(0.01 - (1 - 90 / 99)) and not b["holds"]
 
