@@ -41,9 +41,10 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
 KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     ("fig15_logs_edr", "demo"): {
         # YCSB RPC MVCC aborts 0.7% (RCC 3.6%): RCC's are timestamp refusals (2.5-2.7% of
-        # attempts in its abort counters) from per-coroutine counters that drift apart
-        # over a run of seconds; the model's symmetric threads and millisecond windows
-        # do not drift (docs/model.md, RCC gaps)
+        # attempts in its abort counters), inferred to come from per-coroutine counters
+        # drifting apart over a run of seconds (its rate grows from epoch to epoch with
+        # no contention); the model's symmetric threads and millisecond windows do not
+        # drift (docs/model.md, RCC gaps)
         "YCSB RPC MVCC: 3.6% of attempts abort",
         # stage means under load, 78 of 84 within 25%: one-sided OCC's YCSB log 0.51x
         # (0.72x with one coroutine, fig. 21), read 0.72x and lock 1.42x, one-sided MVCC's
