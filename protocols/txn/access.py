@@ -96,12 +96,14 @@ class Access:
         "fixed indexing issues ... long latency for the one-sided implementation")
         resolved a one-sided lock's or read's offset with ``rdma_read_val``, which drops
         its ``need_all_msg=false`` and so READs header and value even when the location
-        cache holds the offset. Not in ``tx.rts``: RCC's round-trip counter
-        (``abort_cnt[18]``, the source of its round-trip figures) did not count it."""
+        cache holds the offset. Counted in ``tx.rts``, as RCC's round-trip counter
+        (``abort_cnt[18]``, the source of its round-trip figures) counted it in the runs
+        it logged (``rdma_read_val`` counts its wait since its commit 612aeb05; the logs
+        are of 3f0d9b96)."""
         if not self.costs.index_read:
             return
         wr = self.read_wr(tx, r, 0, self.store.rsize[r.table], ("index", r))
-        yield from self.round_trip(tx, [(r.node, [wr])], count=False)
+        yield from self.round_trip(tx, [(r.node, [wr])])
 
     def local_cpu(self, tx, n: int = 1) -> None:
         """Book ``n`` local record operations on the coordinator's thread."""

@@ -30,7 +30,7 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
              "table3_tcp"]
 
 # (scenario, size) -> notes of the claim checks the model does not reproduce (measured
-# values and causes: docs/model.md, "RCC gaps"). 62 of the 391 validation checks at
+# values and causes: docs/model.md, "RCC gaps"). 61 of the 391 validation checks at
 # demo size, and 2 of the 52 calibration checks. Most come from two causes: YCSB's
 # usleep (each attempt holds its thread ~67 us, so at demo size every protocol's thread
 # is sleep-bound and the differences RCC sees in network work shrink to ties);
@@ -60,9 +60,8 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
     },
     ("fig15_overall_edr", "demo"): {
         "EDR: RPC MVCC above one-sided on SmallBank and TPC-C (the two exceptions)",
-        # R2: RCC's logged one-sided NOWAIT, WAITDIE, MVCC and SUNDIAL count one more wait
-        # per record, an rdma_read_val around a cached location lookup that posts nothing
-        # (replaced in its commit 82fad9c2); the model counts round trips waited for
+        # R2: one-sided SUNDIAL waits 1.49x RPC's per commit (RCC's own logs: 1.48x) and
+        # NOWAIT and WAITDIE 1.40x (1.33x), the READ before each one-sided lock included
         "SmallBank: one-sided NOWAIT, WAITDIE, OCC, SUNDIAL 6-34% more round trips than RPC",
         # YCSB's one-sided forms are all sleep-bound: one-sided MVCC 0.97-1.00x the others
         "YCSB best: one-sided MVCC above one-sided SUNDIAL",
@@ -75,7 +74,6 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "SmallBank best: one-sided OCC above one-sided NOWAIT",
         "SmallBank best: one-sided OCC above one-sided WAITDIE",
         "SmallBank best: one-sided OCC above one-sided SUNDIAL",
-        "SmallBank: one-sided MVCC 72% more round trips than RPC",   # R2, as above
         # TPC-C: one-sided NOWAIT 0.94 of RPC
         "EDR: one-sided NOWAIT >= RPC on every workload",
     },
