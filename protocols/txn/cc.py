@@ -86,7 +86,8 @@ FRAMEWORKS: dict[str, FrameworkCosts] = {
     # The model's steps alone (DrTM+H's per-phase cycles are the workload's).
     "none": FrameworkCosts(0.0, False, False),
     # RCC's code as it ran for its paper (Alchem-Lab/drtmh; logs on hybrid-cc at
-    # 64bf7c64, made by the code of deeede4e). Two constants are calibration, each
+    # 64bf7c64, made by the code of deeede4e with the round-trip counters of 612aeb05).
+    # Two constants are calibration, each
     # fitted to one set of RCC's logs (geometric mean of the ratios 1 at the fit; 0.98
     # and 1.01 with RPC OCC's batched reads and SUNDIAL's renewal as RCC's verbs):
     # - loop_cycles, to the 42 stage means per call of fig. 21's one-coroutine runs
