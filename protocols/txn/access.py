@@ -98,8 +98,8 @@ class Access:
         its ``need_all_msg=false`` and so READs header and value even when the location
         cache holds the offset. Counted in ``tx.rts``, as RCC's round-trip counter
         (``abort_cnt[18]``, the source of its round-trip figures) counted it in the runs
-        it logged (``rdma_read_val`` counts its wait since its commit 612aeb05; the logs
-        are of 3f0d9b96)."""
+        it logged: its commit 612aeb05 made ``rdma_read_val`` count its wait, and the
+        logs were committed after it (3f0d9b96)."""
         if not self.costs.index_read:
             return
         wr = self.read_wr(tx, r, 0, self.store.rsize[r.table], ("index", r))

@@ -87,9 +87,9 @@ FRAMEWORKS: dict[str, FrameworkCosts] = {
     "none": FrameworkCosts(0.0, False, False),
     # RCC's code as it ran for its paper (Alchem-Lab/drtmh; logs on hybrid-cc at
     # 64bf7c64, made by the code of deeede4e with the round-trip counters of 612aeb05).
-    # Two constants are calibration, each
-    # fitted to one set of RCC's logs (geometric mean of the ratios 1 at the fit; 0.98
-    # and 1.01 with RPC OCC's batched reads and SUNDIAL's renewal as RCC's verbs):
+    # Two constants are calibration, each fitted to one set of RCC's logs (geometric
+    # mean of the ratios 1 at the fit; 0.98 and 1.01 with RPC OCC's batched reads and
+    # SUNDIAL's renewal as RCC's verbs):
     # - loop_cycles, to the 42 stage means per call of fig. 21's one-coroutine runs
     #   (docs/data/rcc_stage_logs.csv; 4 EDR nodes, SmallBank): RCC's worker polls in a
     #   master routine between its coroutines (src/core/rworker.cc new_master_routine:
