@@ -91,16 +91,20 @@ def _paired(rows: list[dict], a: dict, b: dict, over: str, rng: dict, metric: st
     return [(x, xa[x], xb[x]) for x in xa if x in xb]
 
 
+def _where_in_range(c) -> dict:
+    """Check ``c``'s ``where`` with its ``over`` limited to its ``range`` (if any)."""
+    return dict(c.where, **({c.over: c.range} if c.range else {}))
+
+
 def _steps(rows: list[dict], c) -> list[tuple[float, float]]:
     """(first step's loss, largest later loss) of each series of first-step check ``c``
     with at least three values of ``c.over`` and its ``metric`` finite at each (see
     :class:`rnicsim.scenario.FirstStepClaim`); a series with a value not above 0 (a point
     that measured nothing, e.g. no commit in its window) is left out."""
     series: dict[tuple, dict] = {}
-    rng = {c.over: c.range} if c.range else {}
+    where = _where_in_range(c)
     for r in rows:
-        if c.over in r and matches(c.where, r) and matches(rng, r) \
-                and _finite(r.get(c.metric)):
+        if c.over in r and matches(where, r) and _finite(r.get(c.metric)):
             key = tuple(repr(r.get(k)) for k in c.by)
             series.setdefault(key, {})[r[c.over]] = r[c.metric]
     out = []
@@ -133,10 +137,7 @@ def evaluate(expected: list, rows: list[dict]) -> list[dict[str, Any]]:
                 measured = _agg([x / y for _, x, y in pairs if y], c.agg, _off(c.published))
             holds = _finite(measured) and abs(measured / c.published - 1) <= c.tolerance
         elif c.kind == "flat":
-            where = dict(c.where)
-            if c.range:
-                where[c.over] = c.range
-            xs = _vals(rows, where, c.metric)
+            xs = _vals(rows, _where_in_range(c), c.metric)
             measured = (max(xs) - min(xs)) / max(xs) if xs and max(xs) > 0 else float("nan")
             holds = _finite(measured) and measured <= c.published
         elif c.kind == "dominates":
@@ -187,8 +188,7 @@ def selected(c, rows: list[dict]) -> bool:
     if c.kind in ("value", "bound"):
         return any(matches(c.where, r) for r in rows)
     if c.kind == "flat":
-        where = dict(c.where, **({c.over: c.range} if c.range else {}))
-        return any(matches(where, r) for r in rows)
+        return any(matches(_where_in_range(c), r) for r in rows)
     if c.kind == "first_step":
         return bool(_steps(rows, c))
     a, b = (c.numerator, c.denominator) if c.kind in ("ratio", "ratio_bound") else (c.a, c.b)
