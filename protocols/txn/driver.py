@@ -211,7 +211,6 @@ class TxnSystem:
                     break
                 except Abort as a:
                     yield from self.settle(tx)
-                    rts += tx.rts
                     tries += 1
                     if sim.measuring:
                         st.aborted += 1
@@ -220,6 +219,7 @@ class TxnSystem:
                         self._next_aid += 1
                         self.history.abort(f"a{self._next_aid}")
                     yield from self.release(tx)
+                    rts += tx.rts        # the attempt's round trips, its releases' too
                     if self.retry_backoff:
                         # Uniform in [0, backoff x 2^tries), doubling up to 2^10: a cap
                         # below an attempt's length can leave two coordinators whose

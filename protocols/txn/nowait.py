@@ -34,7 +34,9 @@ Scope
     the ``lock`` stage's verbs. Local records are locked and read by the coordinator's
     CPU (unless the framework sends them through the NIC:
     :meth:`~protocols.txn.driver.TxnSystem.by_cpu`). An aborted attempt unlocks what it
-    holds without waiting (WRITE 0 or a release RPC without reply).
+    holds and waits for the unlocks, first the records it locked for reading, then those
+    it locked for writing (RCC's ``release_reads`` and ``release_writes``: up to two
+    round trips, in no timer).
 
 Stages timed as RCC's timers time them (``nowait_rdma.cc``; metrics ``lat_<stage>_us``
 per committed transaction and ``lat_<stage>_call_us`` per call): ``lock``, one call per
@@ -117,7 +119,7 @@ class System(TxnSystem):
             yield tx.ep.compute(spec.phase_ns[3])
         yield from self.timed(tx, "commit", self.commit_writes(tx, writes))
         yield from self.timed(tx, "release", self.unlock(
-            tx, [r for r in recs if r.locked], wait=True))
+            tx, [r for r in recs if r.locked], wait=not self.cfg.passive_ack))
 
     def read_records(self, tx: Txn, todo: list[Rec]):
         # RCC locks records one at a time, as the transaction touches them.
@@ -125,7 +127,14 @@ class System(TxnSystem):
             yield from self.timed(tx, "lock", self.lock_record(tx, r, r.for_update))
 
     def release(self, tx: Txn):
-        yield from self.unlock(tx, [r for r in tx.recs.values() if r.locked], wait=False)
+        # After an abort, RCC's release_reads then release_writes (nowait_rdma.cc,
+        # waitdie_rdma.cc: the read and write sets hold the records locked for reading
+        # and for writing): each posts signaled unlock WRITEs, or a release RPC whose
+        # handler sends an empty reply, and yields until they complete. Passive ACK does
+        # not cover them.
+        held = [r for r in tx.recs.values() if r.locked]
+        yield from self.unlock(tx, [r for r in held if not r.for_update], wait=True)
+        yield from self.unlock(tx, [r for r in held if r.for_update], wait=True)
 
     # ================================================================ locking
     def lock_record(self, tx: Txn, r: Rec, write: bool):
@@ -217,8 +226,7 @@ class System(TxnSystem):
 
     def unlock(self, tx: Txn, recs: list[Rec], wait: bool):
         """Unlock ``recs`` (``release`` stage verbs); ``wait`` for the acknowledgements
-        unless passive ACK is on."""
-        wait = wait and not self.cfg.passive_ack
+        (one round trip) or post them unsignaled (no reply)."""
         remote = self.access.unlock_local(tx, recs, self.unlock_mine)
         if not remote:
             return

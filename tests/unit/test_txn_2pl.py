@@ -103,3 +103,40 @@ def test_lock_word_holds_the_timestamp_and_the_write_bit(cx4):
     finally:
         System.commit_writes = real
     assert seen and all(word == (ts << 9) | 1 for word, ts in seen)
+
+
+@pytest.mark.parametrize("kind", ["nowait", "waitdie"])
+@pytest.mark.parametrize("verbs", ["one_sided", "rpc"])
+def test_an_aborted_attempt_waits_for_its_releases_reads_then_writes(cx4, kind, verbs):
+    """After an abort, RCC's release_reads then release_writes: an attempt holding a
+    record locked for reading (key 1, node 1) and one locked for writing (key 2, node 2)
+    waits for two round trips, one per release, each as long as a lone unlock's round
+    trip; both locks are free afterwards."""
+    from protocols.txn.api import Txn
+
+    _, b, _ = _one(cx4, kind, verbs, read_only=True)
+    sim, sys_ = b.cluster.sim, b.cc
+    co = sys_.coords[(0, 0)]
+    spec = TxnSpec("two", None, False)
+    seen = {}
+
+    def attempt(ep, keys):
+        tx = Txn(co, spec)
+        tx.owner = 1
+        tx.ts = sys_.timestamp(tx, 1)
+        for key, write in keys:
+            yield from tx.read(0, key, write)
+        rts, t = tx.rts, sim.now
+        yield from sys_.release(tx)
+        seen[tuple(keys)] = (tx.rts - rts, sim.now - t)
+
+    for keys in ([(1, False)], [(2, True)], [(1, False), (2, True)]):
+        co.ep.spawn(attempt, keys)
+        sim.run()
+    one_r, t_r = seen[((1, False),)]
+    one_w, t_w = seen[((2, True),)]
+    both, t_both = seen[((1, False), (2, True))]
+    assert (one_r, one_w, both) == (1, 1, 2)
+    assert t_r > 0 and t_w > 0
+    assert t_both == pytest.approx(t_r + t_w, rel=0.05)
+    assert b.store.header_local(1, 0, 0)[0] == 0 and b.store.header_local(2, 0, 0)[0] == 0
