@@ -25,7 +25,8 @@ Scope
     ``commit``   per written record WRITE seq + value and    one commit RPC per node
                  WRITE 0 to the lock, one doorbell, only the (install, unlock)
                  last signaled
-    ``release``  WRITE 0 to each read-locked record          one release RPC per node
+    ``release``  WRITE 0 to each read-locked record, before  one release RPC per node,
+                 ``commit``                                  after ``commit``
     ===========  ==========================================  ==============================
 
     The read is the lock's (RCC fuses them): the ``read`` stage's bit is accepted, as
@@ -117,9 +118,17 @@ class System(TxnSystem):
         yield from self.log_writes(tx, writes)
         if spec.phase_ns[3]:
             yield tx.ep.compute(spec.phase_ns[3])
-        yield from self.timed(tx, "commit", self.commit_writes(tx, writes))
-        yield from self.timed(tx, "release", self.unlock(
-            tx, [r for r in recs if r.locked], wait=not self.cfg.passive_ack))
+        written = {id(r) for r in writes}
+        reads = [r for r in recs if r.locked and id(r) not in written]
+        release = self.unlock(tx, reads, wait=not self.cfg.passive_ack)
+        if self.how("release") == "one_sided":
+            # RCC's one-sided commit releases the read locks before the write-back
+            # (release_reads_w_rdma, then write_back_w_rdma); its RPC commit after it.
+            yield from self.timed(tx, "release", release)
+            yield from self.timed(tx, "commit", self.commit_writes(tx, writes))
+        else:
+            yield from self.timed(tx, "commit", self.commit_writes(tx, writes))
+            yield from self.timed(tx, "release", release)
 
     def read_records(self, tx: Txn, todo: list[Rec]):
         # RCC locks records one at a time, as the transaction touches them.

@@ -140,3 +140,46 @@ def test_an_aborted_attempt_waits_for_its_releases_reads_then_writes(cx4, kind, 
     assert t_r > 0 and t_w > 0
     assert t_both == pytest.approx(t_r + t_w, rel=0.05)
     assert b.store.header_local(1, 0, 0)[0] == 0 and b.store.header_local(2, 0, 0)[0] == 0
+
+
+class _ReadOneWriteOther(_Counter):
+    """Node 0's thread reads record 1 (node 1) and increments record 2 (node 2)."""
+
+    def next_txn(self, rng, node, thread, co):
+        def body(tx):
+            yield from tx.read(0, 1)
+            v = yield from tx.read(0, 2, True)
+            tx.write(0, 2, _Q.pack(_Q.unpack(v)[0] + 1))
+        return TxnSpec("rw", body, False)
+
+
+@pytest.mark.parametrize("verbs,order", [("one_sided", ["release", "commit"]),
+                                         ("rpc", ["commit", "release"])])
+def test_commit_releases_read_locks_before_or_after_the_write_back(cx4, monkeypatch, verbs,
+                                                                   order):
+    """RCC's one-sided commit releases the read locks, then writes back
+    (release_reads_w_rdma, write_back_w_rdma); its RPC commit writes back, then releases
+    the read locks (write_back, release_reads)."""
+    from protocols.txn import nowait
+
+    seen = []
+    real_commit, real_unlock = nowait.System.commit_writes, nowait.System.unlock
+
+    def commit(self, tx, writes):
+        seen.append("commit")
+        yield from real_commit(self, tx, writes)
+
+    def unlock(self, tx, recs, wait):
+        if recs:
+            seen.append("release")
+        yield from real_unlock(self, tx, recs, wait)
+
+    monkeypatch.setattr(nowait.System, "commit_writes", commit)
+    monkeypatch.setattr(nowait.System, "unlock", unlock)
+    cfg = sk.rcc_config(sk.NowaitProtocol(kind="nowait", verbs=verbs))
+    b = build(cx4, 3, 1, _ReadOneWriteOther(), cfg, 1, kind="nowait")
+    for key in [(1, 0), (2, 0)]:
+        b.cc.coords.pop(key)
+    m = run_txn_bench(b, 10_000.0, 40_000.0, drain=True)
+    assert m["committed"] > 0 and m["abort_rate"] == 0.0
+    assert seen[:2] == order and seen == order * (len(seen) // 2)
