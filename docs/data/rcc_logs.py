@@ -12,6 +12,7 @@ of ``.log_0``) and the set-up the log prints.
     python docs/data/rcc_logs.py --stages /path/to/drtmh > docs/data/rcc_stage_logs.csv
     python docs/data/rcc_logs.py --loaded-stages /path/to/drtmh > docs/data/rcc_loaded_stage_logs.csv
     python docs/data/rcc_logs.py --hybrid /path/to/drtmh > docs/data/rcc_hybrid_logs.csv
+    python docs/data/rcc_logs.py --round-trips /path/to/drtmh > docs/data/rcc_round_trips.csv
 
 Columns: ``dir`` (under ``scripts/data_for_osdi20/out/``), ``benchmark``, ``protocol``,
 ``verbs`` (rpc or one_sided), ``nodes``, ``threads``, ``coroutines`` (from the results
@@ -42,6 +43,16 @@ threads x 10 coroutines, the runs of fig. 15), one row per run with ``dir``,
 ``benchmark``, ``protocol``, ``verbs`` and the stage columns: each timer's mean per
 ``END()`` under load, where a stage's time includes the waits for the thread behind the
 other coroutines.
+
+With ``--round-trips``: one row per run of ``overall/edr`` (the EDR overall runs of figs.
+15 and 16 in the directory RCC's plotting scripts name without a date; the three dated
+directories beside it count fewer waits per commit in most runs, e.g. one-sided MVCC on
+SmallBank 4.0-6.2 against 8.0, so their counter did not count the same calls) with ``dir``, ``benchmark``, ``protocol``, ``verbs``, ``waits`` (the master
+thread's counter ``abort_cnt[18]``, which its worker-0 report prints as ``18: N`` and
+RCC's ``figure1_with_network-trips.py`` plots as fig. 16's network round trips: one count
+per wait call of the thread, over the run, aborted attempts' included, and also the calls
+with nothing pending, which return at once), ``commits`` (the same report's
+``executed``, summed over transaction types) and ``round_trips_per_txn`` (their ratio).
 
 With ``--hybrid``: one row per run of RCC's hybrid sweep
 (``scripts/data_for_asplos21/out/hybrid/cor_C/BENCH/PROTOCOL/hc_CODE/``, 4 EDR nodes, 10
@@ -103,6 +114,11 @@ STAGES = {"read_lat": "read_us", "lock": "lock_us", "log": "log_us",
           "release_write": "release_us", "commit": "commit_us", "renew_lease": "renew_us"}
 STAGE_COLUMNS = ["protocol", "verbs", *STAGES.values()]
 LOADED_STAGE_COLUMNS = ["dir", "benchmark", *STAGE_COLUMNS]
+# (a report line may begin with the colour reset "ESC[0m" of the line before it)
+_EXECUTED = re.compile(r"[A-Za-z ]+ executed (\d+), latency")
+_WAITS = re.compile(r"bench_worker\.cc:\d+\] 18: (\d+)")
+ROUND_TRIP_COLUMNS = ["dir", "benchmark", "protocol", "verbs", "waits", "commits",
+                      "round_trips_per_txn"]
 
 
 def _git(repo: str, *args: str) -> str:
@@ -170,6 +186,19 @@ def stage_row(path: str, text: str) -> dict | None:
             **{col: f"{float(found.get(k, 0.0)) * 1000:.2f}" for k, col in STAGES.items()}}
 
 
+def round_trip_row(path: str, text: str) -> dict | None:
+    """Waits and commits of one run's master thread (see the module doc), or None when
+    the log is not a run's or prints no counter or no commit."""
+    m = _NAME.search(path)
+    waits = _WAITS.search(text) if m else None
+    commits = sum(int(n) for n in _EXECUTED.findall(text)) if m else 0
+    if waits is None or commits == 0:
+        return None
+    return {"benchmark": m.group(2), "protocol": m.group(1), "verbs": _verbs(m),
+            "waits": int(waits.group(1)), "commits": commits,
+            "round_trips_per_txn": f"{int(waits.group(1)) / commits:.3f}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("repo", help="a clone of Alchem-Lab/drtmh")
@@ -181,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="the stage timers of the one-coroutine runs instead")
     what.add_argument("--loaded-stages", action="store_true",
                       help="the stage timers of the EDR overall runs (10 x 10) instead")
+    what.add_argument("--round-trips", action="store_true",
+                      help="fig. 16's round-trip counter of the EDR overall runs instead")
     what.add_argument("--hybrid", action="store_true",
                       help="the runs of RCC's hybrid sweep instead")
     a = ap.parse_args(argv)
@@ -188,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     w = csv.DictWriter(sys.stdout, TYPE_COLUMNS if a.types else
                        STAGE_COLUMNS if a.stages else
                        LOADED_STAGE_COLUMNS if a.loaded_stages else
+                       ROUND_TRIP_COLUMNS if a.round_trips else
                        HYBRID_COLUMNS if a.hybrid else COLUMNS, lineterminator="\n")
     sys.stdout.write(f"# Alchem-Lab/drtmh {a.ref} at {commit}, "
                      f"{HYBRID_OUT if a.hybrid else OUT}\n")
@@ -211,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         w.writerows(rows)
         return 0
     dirs = (["lat-breakdown"] if a.types or a.stages else
+            ["overall/edr"] if a.round_trips else
             [d for d in DIRS if d.startswith("overall/edr")] if a.loaded_stages else DIRS)
     for d in dirs:
         paths = [p for p in _git(a.repo, "ls-tree", "-r", "--name-only", a.ref,
@@ -225,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
             elif a.loaded_stages:
                 if (r := stage_row(p, text)) is not None:
                     w.writerow({"dir": d, "benchmark": _NAME.search(p).group(2), **r})
+            elif a.round_trips:
+                if (r := round_trip_row(p, text)) is not None:
+                    w.writerow({"dir": d, **r})
             elif (r := row(p, text)) is not None:
                 w.writerow(r)
     return 0

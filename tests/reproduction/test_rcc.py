@@ -30,7 +30,7 @@ SCENARIOS = ["fig15_logs_edr", "fig15_overall_edr", "fig15_overall_fdr", "fig17_
              "table3_tcp"]
 
 # (scenario, size) -> notes of the claim checks the model does not reproduce (measured
-# values and causes: docs/model.md, "RCC gaps"). 61 of the 391 validation checks at
+# values and causes: docs/model.md, "RCC gaps"). 71 of the 411 validation checks at
 # demo size, and 2 of the 52 calibration checks. Most come from two causes: YCSB's
 # usleep (each attempt holds its thread ~67 us, so at demo size every protocol's thread
 # is sleep-bound and the differences RCC sees in network work shrink to ties);
@@ -46,17 +46,39 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         # no contention); the model's symmetric threads and millisecond windows do not
         # drift (docs/model.md, RCC gaps)
         "YCSB RPC MVCC: 3.6% of attempts abort",
-        # stage means under load, 78 of 84 within 25%: one-sided OCC's YCSB log 0.51x
+        # RPC NOWAIT aborts 3.3% of YCSB attempts at seed 1 (4.5-4.6% at seeds 2 and 3;
+        # 3.7% needed): at the edge of the check's 50% over the demo's short window
+        "YCSB RPC NOWAIT: 7.4% of attempts abort",
+        # RCC's round-trip counter (fig. 16) counts every wait call, those with nothing
+        # pending too: NOWAIT's and WAITDIE's commit calls its read-lock release and its
+        # write-back, OCC's its validation, lock and (one-sided) write-back, whether or
+        # not the transaction has records to release, validate or write; with the logs'
+        # mix 0.83 empty calls per commit (1.00 one-sided OCC), RCC's count less the
+        # model's; RPC OCC's other 0.34 per commit are not accounted for
+        "SmallBank RPC NOWAIT: 5.49 round trips per commit (RCC's counter)",
+        "SmallBank one-sided NOWAIT: 7.33 round trips per commit (RCC's counter)",
+        "SmallBank RPC WAITDIE: 5.49 round trips per commit (RCC's counter)",
+        "SmallBank one-sided WAITDIE: 7.33 round trips per commit (RCC's counter)",
+        "SmallBank RPC OCC: 5.66 round trips per commit (RCC's counter)",
+        "SmallBank one-sided OCC: 6.50 round trips per commit (RCC's counter)",
+        # stage means under load, 75 of 84 within 25%: one-sided OCC's YCSB log 0.51x
         # (0.72x with one coroutine, fig. 21), read 0.72x and lock 1.42x, one-sided MVCC's
         # YCSB log 1.25x, one-sided MVCC's and SUNDIAL's SmallBank commit 1.38x and 1.47x
         # (5.2 us in RCC's logs, one WRITE round trip behind a round of the other
-        # coroutines)
+        # coroutines); one-sided NOWAIT's and WAITDIE's SmallBank commit 1.28x (6.8-7.1 us
+        # over seeds 1-3, 6.9 allowed) and WAITDIE's YCSB release 0.71x (28-31 us, 29.6
+        # needed), both at the edge since the commit releases the read locks before the
+        # write-back as RCC's one-sided commit does (with the write-back first, 6.3-6.8
+        # and 30-35 us)
         "YCSB one-sided OCC: read stage 30.6 us per call under load (runs within 5%)",
         "YCSB one-sided OCC: lock stage 102.0 us per call under load (runs within 8%)",
         "YCSB one-sided OCC: log stage 19.8 us per call under load (runs within 3%)",
         "YCSB one-sided MVCC: log stage 29.1 us per call under load (runs within 6%)",
         "SmallBank one-sided MVCC: commit stage 5.2 us per call under load (runs within 3%)",
         "SmallBank one-sided SUNDIAL: commit stage 5.2 us per call under load (runs within 2%)",
+        "SmallBank one-sided NOWAIT: commit stage 5.5 us per call under load (runs within 2%)",
+        "SmallBank one-sided WAITDIE: commit stage 5.5 us per call under load (runs within 5%)",
+        "YCSB one-sided WAITDIE: release stage 39.4 us per call under load (runs within 14%)",
     },
     ("fig15_overall_edr", "demo"): {
         "EDR: RPC MVCC above one-sided on SmallBank and TPC-C (the two exceptions)",

@@ -31,3 +31,45 @@ def test_scenario_stage_checks_are_the_generated_ones(tmp_path):
     changed = tmp_path / "stages.csv"
     changed.write_text(csv_text)
     assert gen.stage_checks(changed) != lines
+
+
+def _rcc_logs():
+    spec = importlib.util.spec_from_file_location("rcc_logs",
+                                                  ROOT / "docs" / "data" / "rcc_logs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_round_trip_checks_are_the_logged_counts():
+    """fig15_logs_edr's twenty R2 checks give, per benchmark, protocol and verbs, the
+    round trips per commit of docs/data/rcc_round_trips.csv (to 0.01)."""
+    import csv
+
+    from rnicsim.scenario import load_scenario
+
+    with open(ROOT / "docs" / "data" / "rcc_round_trips.csv") as f:
+        logged = {("smallbank" if r["benchmark"] == "bank" else r["benchmark"], r["protocol"],
+                   r["verbs"]): round(float(r["round_trips_per_txn"]), 2)
+                  for r in csv.DictReader(line for line in f if not line.startswith("#"))}
+    sc = load_scenario(ROOT / "scenarios" / "rcc" / "fig15_logs_edr.yaml")
+    checks = {(c.where["workload.benchmark"], c.where["protocol.kind"],
+               c.where["protocol.verbs"]): c.published
+              for c in sc.expected if c.metric == "round_trips_per_txn"}
+    assert len(checks) == 20
+    assert checks == {k: v for k, v in logged.items() if k[0] in ("smallbank", "ycsb")}
+
+
+def test_round_trip_row_reads_the_counter_over_every_types_commits():
+    """A master log's counter 18 over the sum of its types' executed, a report line that
+    begins with the colour reset included; no counter, no row."""
+    mod = _rcc_logs()
+    path = mod.OUT + "overall/edr/drtmh-noccnowait-bank-4-onesided.log_0"
+    text = ("SendPayment executed 30, latency: 0.05, rw_size -nan, m 0.05, 90 0.06, 99 0.07\n"
+            "\x1b[0mWrite check executed 10, latency: 0.06, rw_size -nan, m 0.06, 90 0.06\n"
+            "[bench_worker.cc:388] 17: 5\n[bench_worker.cc:388] 18: 100\n"
+            "[bench_worker.cc:388] 19: 7\n")
+    row = mod.round_trip_row(path, text)
+    assert (row["benchmark"], row["protocol"], row["verbs"]) == ("bank", "nowait", "one_sided")
+    assert (row["waits"], row["commits"], row["round_trips_per_txn"]) == (100, 40, "2.500")
+    assert mod.round_trip_row(path, text.replace(" 18: 100", " 20: 100")) is None
