@@ -51,10 +51,10 @@ KNOWN_GAPS: dict[tuple[str, str], set[str]] = {
         "YCSB RPC NOWAIT: 7.4% of attempts abort",
         # RCC's round-trip counter (fig. 16) counts every wait call, those with nothing
         # pending too: NOWAIT's and WAITDIE's commit calls its read-lock release and its
-        # write-back, OCC's its validation, lock and (one-sided) write-back, whether or
-        # not the transaction has records to release, validate or write; with the logs'
-        # mix 0.83 empty calls per commit (1.00 one-sided OCC), RCC's count less the
-        # model's; RPC OCC's other 0.34 per commit are not accounted for
+        # write-back, OCC's its lock, validation and write-back, whether or not the
+        # transaction has records to release, lock, validate or write; with the logs'
+        # mix 0.83 empty calls per commit for NOWAIT and WAITDIE (RCC's count less the
+        # model's: 0.83 in both forms) and 1.00 for OCC (0.92 one-sided, 1.13 RPC)
         "SmallBank RPC NOWAIT: 5.49 round trips per commit (RCC's counter)",
         "SmallBank one-sided NOWAIT: 7.33 round trips per commit (RCC's counter)",
         "SmallBank RPC WAITDIE: 5.49 round trips per commit (RCC's counter)",
