@@ -75,6 +75,11 @@ class TpccSpec:
     # False: RCC's New-Order (tpcc_worker_new_api.cc), which leaves out the warehouse and
     # customer reads and locks only the district and the stocks.
     read_warehouse_customer: bool = True
+    # The home warehouses of a thread: 1, warehouse t mod warehouses_per_node of its node
+    # for thread t; n, one drawn per transaction from warehouses t .. t + n - 1 (mod
+    # warehouses_per_node), the range RCC's and DrTM+H's tpcc_main.cc gives worker t
+    # (scale_factor / threads warehouses each, ranges of neighbouring workers overlapping).
+    warehouses_per_thread: int = 1
 
 
 def nurand(rng, a: int, x: int, y: int, c: int) -> int:
@@ -92,6 +97,8 @@ class TpccNewOrder:
             raise ValueError("districts: at least 1 per warehouse")
         if spec.district not in ("coroutine", "random"):
             raise ValueError("district: coroutine or random")
+        if not 1 <= spec.warehouses_per_thread <= (spec.warehouses_per_node or threads):
+            raise ValueError("warehouses_per_thread: from 1 to the warehouses per node")
         self.spec = spec
         self.nodes = nodes
         self.threads = threads
@@ -118,7 +125,8 @@ class TpccNewOrder:
     def next_txn(self, rng, node: int, thread: int, co: int) -> TxnSpec:
         """The next New-Order of a coroutine (inputs drawn once; retries reuse them)."""
         sp = self.spec
-        w = node * self.wpn + thread % self.wpn
+        k = sp.warehouses_per_thread
+        w = node * self.wpn + (thread + (int(rng.integers(0, k)) if k > 1 else 0)) % self.wpn
         d = int(rng.integers(0, self.districts)) if sp.district == "random" \
             else co % self.districts
         c = nurand(rng, 1023, 1, CUSTOMERS, 259) - 1

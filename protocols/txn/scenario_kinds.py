@@ -89,6 +89,9 @@ class TxnWorkload(BaseModel):
     tpcc_district: Literal["coroutine", "random"] = "coroutine"
     # false: RCC's New-Order, without the warehouse and customer reads
     tpcc_read_warehouse_customer: bool = True
+    # Home warehouses per thread, one drawn per transaction from a range starting at the
+    # thread's own (RCC's tpcc_main.cc: scale_factor / threads); 1: the thread's own.
+    tpcc_warehouses_per_thread: int = Field(1, ge=1)
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
@@ -134,7 +137,8 @@ class TxnWorkload(BaseModel):
                     "remote_item_pct": self.remote_item_pct, "logic": self.tpcc_logic,
                     "logic_per_item": self.tpcc_logic_per_item,
                     "districts": self.tpcc_districts, "district": self.tpcc_district,
-                    "read_warehouse_customer": self.tpcc_read_warehouse_customer}
+                    "read_warehouse_customer": self.tpcc_read_warehouse_customer,
+                    "warehouses_per_thread": self.tpcc_warehouses_per_thread}
         return {"customers_per_thread": self.customers_per_thread,
                 "securities_per_node": self.securities_per_node,
                 "holdings_per_account": self.holdings_per_account,

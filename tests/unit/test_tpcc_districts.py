@@ -64,7 +64,12 @@ class _Found(Exception):
 
 
 def _district_of(spec, district_table):
-    """The district of a New-Order: the key of the district its body reads first."""
+    """The district of a New-Order (its number within its warehouse)."""
+    return _district_key(spec, district_table)[1]
+
+
+def _district_key(spec, district_table):
+    """(warehouse, district): the key of the district a New-Order's body reads first."""
     class _Stub:
         def read_many(self, items, for_update=False):
             raise _Found(next(k for t, k, *_ in items if t == district_table))
@@ -72,4 +77,29 @@ def _district_of(spec, district_table):
 
     with pytest.raises(_Found) as found:
         next(spec.body(_Stub()))
-    return found.value.args[0][1]
+    return found.value.args[0]
+
+
+
+def test_a_thread_draws_its_warehouse_from_its_range():
+    """``warehouses_per_thread: 3`` with 30 warehouses per node (RCC's tpcc_main.cc:
+    worker t picks from warehouses t .. t + 2): thread 9 of node 1 draws warehouses 39,
+    40 and 41 and no other; thread 29 of 30 wraps to 59, 30 and 31; the default keeps a
+    thread on its own; more than the node's warehouses is refused."""
+    import numpy as np
+
+    from workloads.tpcc import DISTRICT
+
+    def warehouses(k, node, thread, threads=10):
+        wl = make_workload("tpcc", {"warehouses_per_node": 30, "warehouses_per_thread": k},
+                           2, threads, PROFILE.host.clock, 4)
+        rng = np.random.default_rng(7)
+        return {_district_key(wl.next_txn(rng, node, thread, 0), DISTRICT)[0]
+                for _ in range(200)}
+
+    assert warehouses(3, 1, 9) == {39, 40, 41}
+    assert warehouses(3, 1, 29, threads=30) == {59, 30, 31}
+    assert warehouses(1, 1, 9) == {39}
+    with pytest.raises(ValueError):
+        make_workload("tpcc", {"warehouses_per_node": 30, "warehouses_per_thread": 31}, 2,
+                      10, PROFILE.host.clock, 4)
