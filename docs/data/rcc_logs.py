@@ -47,12 +47,13 @@ other coroutines.
 With ``--round-trips``: one row per run of ``overall/edr`` (the EDR overall runs of figs.
 15 and 16 in the directory RCC's plotting scripts name without a date; the three dated
 directories beside it count fewer waits per commit in most runs, e.g. one-sided MVCC on
-SmallBank 4.0-6.2 against 8.0, so their counter did not count the same calls) with ``dir``, ``benchmark``, ``protocol``, ``verbs``, ``waits`` (the master
-thread's counter ``abort_cnt[18]``, which its worker-0 report prints as ``18: N`` and
-RCC's ``figure1_with_network-trips.py`` plots as fig. 16's network round trips: one count
-per wait call of the thread, over the run, aborted attempts' included, and also the calls
-with nothing pending, which return at once), ``commits`` (the same report's
-``executed``, summed over transaction types) and ``round_trips_per_txn`` (their ratio).
+SmallBank 4.0-6.2 against 8.0, so their counter did not count the same calls) with
+``dir``, ``benchmark``, ``protocol``, ``verbs``, ``waits`` (the counter ``abort_cnt[18]``
+summed over worker 0's coroutines, which its report prints as ``18: N`` and RCC's
+``figure1_with_network-trips.py`` plots as fig. 16's network round trips: one count per
+wait call, over the run, aborted attempts' included, and also the calls with nothing
+pending, which return at once), ``commits`` (the same report's ``executed``, summed over
+transaction types) and ``round_trips_per_txn`` (their ratio).
 
 With ``--hybrid``: one row per run of RCC's hybrid sweep
 (``scripts/data_for_asplos21/out/hybrid/cor_C/BENCH/PROTOCOL/hc_CODE/``, 4 EDR nodes, 10
@@ -187,7 +188,7 @@ def stage_row(path: str, text: str) -> dict | None:
 
 
 def round_trip_row(path: str, text: str) -> dict | None:
-    """Waits and commits of one run's master thread (see the module doc), or None when
+    """Waits and commits of worker 0 of one run's node 0 (see the module doc), or None when
     the log is not a run's or prints no counter or no commit."""
     m = _NAME.search(path)
     waits = _WAITS.search(text) if m else None

@@ -80,7 +80,6 @@ def _district_key(spec, district_table):
     return found.value.args[0]
 
 
-
 def test_a_thread_draws_its_warehouse_from_its_range():
     """``warehouses_per_thread: 3`` with 30 warehouses per node (RCC's tpcc_main.cc:
     worker t picks from warehouses t .. t + 2): thread 9 of node 1 draws warehouses 39,
