@@ -126,6 +126,7 @@ class TpccNewOrder:
         """The next New-Order of a coroutine (inputs drawn once; retries reuse them)."""
         sp = self.spec
         k = sp.warehouses_per_thread
+        # (no draw with one warehouse per thread: the default keeps every stream as it was)
         w = node * self.wpn + (thread + (int(rng.integers(0, k)) if k > 1 else 0)) % self.wpn
         d = int(rng.integers(0, self.districts)) if sp.district == "random" \
             else co % self.districts

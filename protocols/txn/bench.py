@@ -205,6 +205,12 @@ def check_scenario_point(sc, profile) -> None:
         raise ValueError(f"workload.benchmark: one whose transactions declare their keys "
                          f"({', '.join(sorted(DECLARES_KEYS))}): CALVIN schedules a "
                          f"transaction before it runs, got {sc.workload.benchmark!r}")
+    w = sc.workload
+    if w.benchmark == "tpcc":
+        wpn = w.warehouses_per_node or sc.cluster.threads
+        if w.tpcc_warehouses_per_thread > wpn:
+            raise ValueError(f"workload.tpcc_warehouses_per_thread: at most the warehouses "
+                             f"per node ({wpn}), got {w.tpcc_warehouses_per_thread}")
 
 
 def run_scenario_point(sc, profile) -> dict[str, float]:

@@ -8,9 +8,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location(
-        "rcc_stage_checks", ROOT / "docs" / "data" / "rcc_stage_checks.py")
+def _data_script(name: str):
+    """The module of script ``docs/data/NAME.py``."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "data" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -19,7 +19,7 @@ def _generator():
 def test_scenario_stage_checks_are_the_generated_ones(tmp_path):
     """The 84 checks in the scenario equal the generator's output; a CSV with one run's
     value changed gives different lines (the comparison can fail)."""
-    gen = _generator()
+    gen = _data_script("rcc_stage_checks")
     lines = gen.stage_checks()
     scenario = (ROOT / "scenarios" / "rcc" / "fig15_logs_edr.yaml").read_text()
     held = [ln for ln in scenario.splitlines()
@@ -31,14 +31,6 @@ def test_scenario_stage_checks_are_the_generated_ones(tmp_path):
     changed = tmp_path / "stages.csv"
     changed.write_text(csv_text)
     assert gen.stage_checks(changed) != lines
-
-
-def _rcc_logs():
-    spec = importlib.util.spec_from_file_location("rcc_logs",
-                                                  ROOT / "docs" / "data" / "rcc_logs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_round_trip_checks_are_the_logged_counts():
@@ -63,7 +55,7 @@ def test_round_trip_checks_are_the_logged_counts():
 def test_round_trip_row_reads_the_counter_over_every_types_commits():
     """A master log's counter 18 over the sum of its types' executed, a report line that
     begins with the colour reset included; no counter, no row."""
-    mod = _rcc_logs()
+    mod = _data_script("rcc_logs")
     path = mod.OUT + "overall/edr/drtmh-noccnowait-bank-4-onesided.log_0"
     text = ("SendPayment executed 30, latency: 0.05, rw_size -nan, m 0.05, 90 0.06, 99 0.07\n"
             "\x1b[0mWrite check executed 10, latency: 0.06, rw_size -nan, m 0.06, 90 0.06\n"

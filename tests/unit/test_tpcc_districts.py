@@ -102,3 +102,19 @@ def test_a_thread_draws_its_warehouse_from_its_range():
     with pytest.raises(ValueError):
         make_workload("tpcc", {"warehouses_per_node": 30, "warehouses_per_thread": 31}, 2,
                       10, PROFILE.host.clock, 4)
+
+
+def test_too_many_warehouses_per_thread_is_an_input_error():
+    """A scenario whose threads would draw from more warehouses than a node has is
+    refused when it loads, naming the key (not when its points run)."""
+    from pathlib import Path
+
+    from rnicsim.errors import InputError
+    from rnicsim.scenario import load_scenario
+
+    f = Path(__file__).resolve().parents[2] / "scenarios" / "rcc" / "fig15_logs_tpcc.yaml"
+    load_scenario(f, ["workload.tpcc_warehouses_per_thread=30"])
+    with pytest.raises(InputError) as e:
+        load_scenario(f, ["workload.tpcc_warehouses_per_thread=31"])
+    assert e.value.key.startswith("workload.tpcc_warehouses_per_thread")
+    assert "at most the warehouses per node (30)" in e.value.expected
