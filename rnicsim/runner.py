@@ -239,6 +239,19 @@ def missing_columns(sc: Scenario, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# Transactions retried at once can abort each other in lockstep for ever in a simulator
+# without timing noise (protocols/txn/scenario_kinds.py retry_backoff_for).
+_RETRY_HINT = ("; with retries at once (protocol.retry_backoff false, the default under "
+               "framework: rcc) try --set protocol.retry_backoff=true")
+
+
+def _point(r: dict[str, Any]) -> str:
+    """A point record named for a warning: its number, from 1 as the progress lines
+    number points, and its swept values."""
+    at = ", ".join(f"{k}={v}" for k, v in r["values"].items()) or "the only point"
+    return f"point {r['index'] + 1} ({at})"
+
+
 def empty_points(recs: list[dict[str, Any]]) -> list[str]:
     """One line per transaction point that committed nothing in its measured window
     (metric ``committed`` 0): its throughput reads 0 because the window is shorter than
@@ -247,13 +260,29 @@ def empty_points(recs: list[dict[str, Any]]) -> list[str]:
     for r in recs:
         m = r["metrics"]
         if m.get("committed") == 0:
-            at = ", ".join(f"{k}={v}" for k, v in r["values"].items()) or "the only point"
             window = f" {m['measure_us']:g}-us" if "measure_us" in m else ""
-            # numbered from 1, as the progress lines number points
-            out.append(f"point {r['index'] + 1} ({at}): no transaction committed in its"
+            stalled = m.get("stalled_txns", 0)
+            stall = (f"; if a longer one commits nothing either, its {stalled:g} "
+                     f"transaction(s) in flight through the whole window (stalled_txns) "
+                     f"are a livelock or a deadlock{_RETRY_HINT}") if stalled else ""
+            out.append(f"{_point(r)}: no transaction committed in its"
                        f"{window} window; a window shorter than one transaction measures "
                        "nothing: lengthen run.measure and run.warmup (e.g. --set "
-                       "run.measure=2ms) to see its throughput")
+                       f"run.measure=2ms) to see its throughput{stall}")
+    return out
+
+
+def stalled_points(recs: list[dict[str, Any]]) -> list[str]:
+    """One line per transaction point with transactions that stalled (metric
+    ``stalled_txns`` above 0: in flight when the window closed, begun before it opened)
+    that committed others (one that committed nothing is :func:`empty_points`'s)."""
+    out = []
+    for r in recs:
+        n = r["metrics"].get("stalled_txns", 0)
+        if n > 0 and r["metrics"].get("committed") != 0:
+            out.append(f"{_point(r)}: {n:g} transaction(s) retried or "
+                       "waited through the whole measured window (stalled_txns): a "
+                       f"livelock or a deadlock{_RETRY_HINT}")
     return out
 
 
@@ -268,8 +297,8 @@ def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: boo
     hold an unfinished run unless ``resume`` (keep its stored points) or ``force``
     (discard them). Raises :class:`PointsFailed` when points raised (the others are
     stored, no results are written). Plot axes and claim metrics that name no column of
-    the results, and transaction points that committed nothing in their window, are
-    warned about on stderr."""
+    the results, and transaction points that committed nothing in their window or whose
+    transactions stalled, are warned about on stderr."""
     from .distributed import open_pool
 
     if not str(out_dir).strip():
@@ -290,7 +319,7 @@ def run_scenario(sc: Scenario, out_dir: str | Path, jobs: int = 1, progress: boo
         t0 = time.perf_counter()
         recs = run_records(sc, pool, progress, store, resume, force, source)
         rows = [_row(r) for r in recs]
-        for w in missing_columns(sc, rows) + empty_points(recs):
+        for w in missing_columns(sc, rows) + empty_points(recs) + stalled_points(recs):
             print(f"rnicsim: warning: {w}", file=sys.stderr, flush=True)
         claims = evaluate(sc.expected, rows)
         # No wall time here: results.csv, summary.json and the plots depend only on the

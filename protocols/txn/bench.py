@@ -17,7 +17,9 @@ Metrics
     ``msg_rate_mpps`` (work requests the transaction layer posted, one-sided verbs and
     RPC SENDs, per node and second [M/s]), ``cpu_util``
     (worker cores' busy share of the window), ``qpc_miss_rate`` (QP-context cache misses
-    per lookup on all NICs in the window), ``committed`` (count in the window), and the
+    per lookup on all NICs in the window), ``committed`` (count in the window),
+    ``stalled_txns`` (transactions in flight when the window closed that began before it
+    opened: retrying or waiting through all of it, a livelock or a deadlock), and the
     NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter`
     (``nic_pu_util``, ``nic_pu_util_max``, ``pcie_util_max``, ``wire_util_max``): with
     ``cpu_util`` they say which resource bounds the run.
@@ -134,6 +136,7 @@ def run_txn_bench(b: Bench, warmup_ns: float, measure_ns: float,
     # Every metric is taken before the drain, which must not count (CPU included).
     out = metrics(b, measure_ns, end, cpu())
     out["qpc_miss_rate"] = misses / lookups if lookups else 0.0
+    out["stalled_txns"] = float(b.cc.stalled(warmup_ns))
     out["msg_rate_mpps"] = (posted() - at_window["wrs"]) / measure_ns * 1e3 / \
         len(b.cluster.nodes)
     out.update(util())

@@ -111,6 +111,8 @@ class TxnSystem:
         self._next_aid = 0
         self._stopped = False
         self.in_flight = 0      # transactions started and not yet committed
+        # coroutine owner id -> start [ns] of its transaction in flight (first attempt)
+        self._begun: dict[int, float] = {}
         self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
         self.setup()
         for ep in mesh.endpoints.values():
@@ -184,6 +186,13 @@ class TxnSystem:
             for c in range(coroutines):
                 co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
 
+    def stalled(self, since_ns: float) -> int:
+        """Transactions in flight now whose first attempt began before ``since_ns`` [ns]:
+        at the end of a window that opened at ``since_ns``, those that retried or waited
+        through all of it (a livelock or a deadlock, or a window shorter than one
+        transaction)."""
+        return sum(1 for t in self._begun.values() if t < since_ns)
+
     def stop(self) -> None:
         """Start no new transaction (running ones finish)."""
         self._stopped = True
@@ -200,6 +209,7 @@ class TxnSystem:
             spec = workload.next_txn(rng, ep.node, ep.index, c)
             self.in_flight += 1
             t0 = sim.now
+            self._begun[owner] = t0
             tries = 0
             rts = 0
             while True:
@@ -232,6 +242,7 @@ class TxnSystem:
                         # retry (bench_worker.cc, see the module doc)
                         yield sim.timeout(0.0)
             self.in_flight -= 1
+            del self._begun[owner]
             st.deposits += tx.delta
             st.committed_run += 1
             if sim.measuring:

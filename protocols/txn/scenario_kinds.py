@@ -201,7 +201,8 @@ class OccProtocol(BaseModel):
     # DrTM+H's and RCC's code does (protocols/txn/occ.py).
     locked_read_aborts: Optional[bool] = None
     # false: retry an aborted transaction at once, as DrTM+H's BenchWorker::worker_routine
-    # (protocols/txn/occ.py); default: after a random back-off.
+    # (protocols/txn/occ.py); true: after a random back-off. Unset: the framework's
+    # rule (retry_backoff_for).
     retry_backoff: Optional[bool] = None
     # true: transactions end after their execution phase (the released code's
     # TX_ONLY_EXE build switch, protocols/txn/occ.py).
@@ -252,6 +253,22 @@ class OccProtocol(BaseModel):
         return out
 
 
+def retry_backoff_for(proto) -> bool:
+    """Whether an aborted transaction waits a random back-off before its retry: the
+    block's ``retry_backoff`` if set, else the framework's rule. ``framework: rcc`` is
+    RCC's code as it ran, and its BenchWorker retries at once (behind the thread's ready
+    coroutines); any other framework backs off. The back-off departs from the published
+    code on purpose: a deterministic simulator has none of the timing noise that breaks
+    the symmetry of two transactions retrying in lockstep on real machines, and with
+    immediate retry two symmetric SmallBank amalgamates under a no-wait protocol were
+    seen to abort each other for ever (one coroutine per thread, every record written).
+    With RCC's several coroutines per thread a retry queues behind the ready ones, which
+    breaks the lockstep; ``retry_backoff: true`` keeps the back-off as a what-if."""
+    if proto.retry_backoff is not None:
+        return proto.retry_backoff
+    return proto.framework != "rcc"
+
+
 def occ_config(proto: OccProtocol) -> OccConfig:
     """The :class:`OccConfig` of a scenario's ``occ`` protocol block: a DrTM+H preset
     with overrides, or RCC's OCC when ``verbs`` is given (RCC's build: location cache,
@@ -268,15 +285,16 @@ def occ_config(proto: OccProtocol) -> OccConfig:
                         validate=side["validate"], log=side["log"], commit=side["commit"],
                         release=side["release"], ro_read=side["read"],
                         ro_validate=side["validate"], passive_ack=False,
-                        outstanding=side["read"] == "two_sided", retry_backoff=True,
-                        rcc_stages=True)
-        over = {k: getattr(proto, k) for k in ("passive_ack", "outstanding",
-                                               "retry_backoff", "rep_factor",
+                        outstanding=side["read"] == "two_sided",
+                        retry_backoff=retry_backoff_for(proto), rcc_stages=True)
+        over = {k: getattr(proto, k) for k in ("passive_ack", "outstanding", "rep_factor",
                                                "locked_read_aborts")
                 if getattr(proto, k) is not None}
         cfg = replace(cfg, **over)
     else:
-        cfg = preset(proto.preset or "drtmh", **proto.overrides())
+        over = proto.overrides()
+        over["retry_backoff"] = retry_backoff_for(proto)
+        cfg = preset(proto.preset or "drtmh", **over)
     # Passive ACK piggybacks RPC replies on requests unless told otherwise.
     coalesce = cfg.passive_ack if proto.coalesce is None else proto.coalesce
     rpc = RpcConfig(transport=proto.rpc_transport, doorbell_batch=proto.doorbell_batch,
@@ -287,13 +305,10 @@ def occ_config(proto: OccProtocol) -> OccConfig:
 class _RccProtocol(BaseModel):
     """Keys every RCC protocol has: the verbs per stage and how RPCs travel.
 
-    ``retry_backoff`` (default true) retries an aborted transaction after a random
-    back-off; false retries it at once behind the thread's ready coroutines, as RCC's
-    BenchWorker does. The default departs from RCC on purpose: a deterministic simulator
-    has none of the timing noise that breaks the symmetry of two transactions retrying
-    in lockstep on real machines, and with immediate retry two symmetric SmallBank
-    amalgamates under a no-wait protocol were seen to abort each other for ever.
-    ``passive_ack`` sends commit and release messages without replies (RCC runs with
+    ``retry_backoff``: true retries an aborted transaction after a random back-off;
+    false retries it at once behind the thread's ready coroutines, as RCC's BenchWorker
+    does; unset, the framework decides (:func:`retry_backoff_for`: at once under
+    ``framework: rcc``). ``passive_ack`` sends commit and release messages without replies (RCC runs with
     PA 0)."""
 
     model_config = _STRICT
@@ -305,7 +320,7 @@ class _RccProtocol(BaseModel):
     coalesce: bool = False
     qps_per_peer: int = Field(1, ge=1)
     rep_factor: int = Field(2, ge=0, le=2)
-    retry_backoff: bool = True
+    retry_backoff: Optional[bool] = None
     passive_ack: bool = False
     framework: Framework = "none"
 
@@ -389,7 +404,7 @@ def rcc_config(proto: _RccProtocol):
     rpc = RpcConfig(transport=proto.rpc_transport, doorbell_batch=proto.doorbell_batch,
                     coalesce=proto.coalesce)
     return CcConfig(stages=ch, rpc=rpc, rep_factor=proto.rep_factor,
-                    retry_backoff=proto.retry_backoff, passive_ack=proto.passive_ack,
+                    retry_backoff=retry_backoff_for(proto), passive_ack=proto.passive_ack,
                     options=proto.options())
 
 

@@ -986,7 +986,28 @@ def test_a_transaction_point_that_committed_nothing_is_warned_about():
     (line,) = empty_points(recs)
     assert line.startswith("point 2 (cluster.nodes=76, protocol.kind=calvin): no "
                            "transaction committed in its 201-us window")
-    assert "run.measure" in line
+    assert "run.measure" in line and "stalled" not in line
+
+
+def test_a_transaction_point_with_stalled_transactions_is_warned_about():
+    """A txn point whose ``stalled_txns`` is above 0 is named with the count and the
+    retry hint: on its own line when it committed others, inside the empty-window line
+    when it committed nothing; points with 0 (or without the metric) are not."""
+    from rnicsim.runner import empty_points, stalled_points
+
+    recs = [{"index": 0, "values": {"protocol.kind": "nowait"},
+             "metrics": {"committed": 12.0, "stalled_txns": 2.0, "measure_us": 201.0}},
+            {"index": 1, "values": {"protocol.kind": "occ"},
+             "metrics": {"committed": 0.0, "stalled_txns": 3.0, "measure_us": 201.0}},
+            {"index": 2, "values": {"protocol.kind": "mvcc"},
+             "metrics": {"committed": 9.0, "stalled_txns": 0.0}},
+            {"index": 3, "values": {}, "metrics": {"throughput_mops": 1.0}}]
+    (line,) = stalled_points(recs)
+    assert line.startswith("point 1 (protocol.kind=nowait): 2 transaction(s) retried")
+    assert "--set protocol.retry_backoff=true" in line
+    (empty,) = empty_points(recs)
+    assert empty.startswith("point 2 (protocol.kind=occ): no transaction committed")
+    assert "its 3 transaction(s) in flight through the whole window" in empty
 
 
 # =========================================================================== claims

@@ -120,3 +120,51 @@ def test_rcc_reaches_its_own_records_through_the_nic(verbs):
     assert rcc["round_trips_per_txn"] == (3.0 if verbs == "one_sided" else 2.0)
     assert rcc["lat_txn_deposit_checking_us"] - none["lat_txn_deposit_checking_us"] > \
         FRAMEWORKS["rcc"].txn_cycles / 2.2e3 + 2 * 1.0
+
+
+@pytest.mark.parametrize("block, at_once", [
+    ({"kind": "nowait", "verbs": "rpc", "framework": "rcc"}, True),
+    ({"kind": "nowait", "verbs": "rpc"}, False),
+    ({"kind": "nowait", "verbs": "rpc", "framework": "rcc", "retry_backoff": True}, False),
+    ({"kind": "mvcc", "verbs": "one_sided", "retry_backoff": False}, True),
+    ({"kind": "occ", "verbs": "one_sided", "framework": "rcc"}, True),
+    ({"kind": "occ", "verbs": "one_sided"}, False),
+    ({"kind": "occ", "preset": "drtmh", "framework": "rcc"}, True),
+    ({"kind": "occ", "preset": "drtmh"}, False),
+    ({"kind": "occ", "preset": "drtmh", "retry_backoff": False}, True),
+])
+def test_rcc_framework_retries_at_once_unless_told(block, at_once):
+    """``retry_backoff`` unset follows the framework: RCC's BenchWorker retries at once,
+    the model's own framework backs off; a set key wins either way."""
+    from protocols.txn.registry import PROTOCOLS, _load
+
+    _load()
+    sc = resolve({**_SC, "protocol": block}, "<fw>")
+    assert PROTOCOLS[block["kind"]].config_of(sc.protocol).retry_backoff is not at_once
+
+
+# Two nodes, one thread and one coroutine each, YCSB with one hot record per node that
+# 90% of the operations hit, every operation a write, a usleep before commit.
+_HOT = {"records_per_node": 4, "hot_records_per_node": 1, "hot_probability": 0.9,
+        "ops": 4, "write_probability": 1.0, "compute": 0.0, "sleep": True}
+
+
+@pytest.mark.parametrize("backoff", [False, True])
+def test_lockstep_retries_at_once_stall_and_the_metric_counts_them(cx4, backoff):
+    """With retries at once the two NO_WAIT coordinators lock the hot records in
+    lockstep, each finds the other's lock and aborts, and neither ever commits: both
+    transactions are in flight from before the window to its end (``stalled_txns`` 2).
+    With the random back-off they commit and nothing stalls."""
+    from protocols.txn import scenario_kinds as sk
+    from protocols.txn.registry import make_workload
+
+    wl = make_workload("ycsb", _HOT, 2, 1, cx4.host.clock, 1)
+    cfg = sk.rcc_config(sk.NowaitProtocol(kind="nowait", verbs="rpc",
+                                          retry_backoff=backoff))
+    b = build(cx4, 2, 1, wl, cfg, 1, seed=1, kind="nowait")
+    m = run_txn_bench(b, 200_000.0, 2_000_000.0)
+    if backoff:
+        assert m["committed"] > 0 and m["stalled_txns"] == 0
+    else:
+        assert m["committed"] == 0 and m["stalled_txns"] == 2
+        assert b.cc.stats.aborted > 100
