@@ -80,8 +80,8 @@ class Txn:
     """The API a workload's transaction body sees (one attempt)."""
 
     __slots__ = ("co", "ep", "cc", "spec", "recs", "units", "inserted", "read_only",
-                 "phases", "calls", "untimed", "owner", "delta", "local", "rts", "pending",
-                 "doomed", "ts", "state")
+                 "phases", "calls", "untimed", "owner", "delta", "local", "rts",
+                 "empty_waits", "pending", "doomed", "ts", "state")
 
     def __init__(self, co, spec: TxnSpec) -> None:
         self.co = co
@@ -99,6 +99,9 @@ class Txn:
         self.delta = 0          # money the transaction adds (SmallBank conservation)
         self.local = 0          # local read batches (each one atomic: no yield inside)
         self.rts = 0            # network round trips waited for
+        # wait calls with nothing pending (RCC's round-trip counter counts them too:
+        # TxnSystem.empty_wait)
+        self.empty_waits = 0
         self.pending: list = []  # prefetches posted and not waited for yet
         self.doomed = False     # a read-lock failed; abort at commit (``no_abort``)
         self.ts = 0             # the protocol's timestamp of this attempt (0: none)

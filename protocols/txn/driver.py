@@ -67,6 +67,7 @@ class TxnStats:
     committed: int = 0
     aborted: int = 0
     round_trips: int = 0
+    empty_waits: int = 0       # wait calls with nothing pending (TxnSystem.empty_wait)
     by_type: dict = field(default_factory=dict)
     lat_ns_by_type: dict = field(default_factory=dict)  # type -> summed latency [ns]
     phase_ns: dict = field(default_factory=dict)    # stage -> ns of committing attempts
@@ -186,12 +187,14 @@ class TxnSystem:
             for c in range(coroutines):
                 co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
 
-    def stalled(self, since_ns: float) -> int:
-        """Transactions in flight now whose first attempt began before ``since_ns`` [ns]:
-        at the end of a window that opened at ``since_ns``, those that retried or waited
-        through all of it (a livelock or a deadlock, or a window shorter than one
-        transaction)."""
-        return sum(1 for t in self._begun.values() if t < since_ns)
+    def stalled(self, since_ns: float, min_age_ns: float) -> int:
+        """Transactions in flight now whose first attempt began before ``since_ns`` [ns]
+        and more than ``min_age_ns`` [ns] ago: at the end of a window that opened at
+        ``since_ns``, those that retried or waited through all of it and far longer than
+        the transactions that committed (a livelock or a deadlock)."""
+        now = self.sim.now
+        return sum(1 for t in self._begun.values()
+                   if t < since_ns and now - t > min_age_ns)
 
     def stop(self) -> None:
         """Start no new transaction (running ones finish)."""
@@ -212,6 +215,7 @@ class TxnSystem:
             self._begun[owner] = t0
             tries = 0
             rts = 0
+            empty = 0
             while True:
                 tx = Txn(co, spec)
                 if self.costs.txn_cpu:
@@ -230,6 +234,7 @@ class TxnSystem:
                         self.history.abort(f"a{self._next_aid}")
                     yield from self.release(tx)
                     rts += tx.rts        # the attempt's round trips, its releases' too
+                    empty += tx.empty_waits
                     if self.retry_backoff:
                         # Uniform in [0, backoff x 2^tries), doubling up to 2^10: a cap
                         # below an attempt's length can leave two coordinators whose
@@ -247,6 +252,7 @@ class TxnSystem:
             st.committed_run += 1
             if sim.measuring:
                 st.round_trips += rts + tx.rts
+                st.empty_waits += empty + tx.empty_waits
                 st.committed += 1
                 st.by_type[spec.name] = st.by_type.get(spec.name, 0) + 1
                 st.lat_ns_by_type[spec.name] = st.lat_ns_by_type.get(spec.name, 0.0) + \
@@ -261,6 +267,16 @@ class TxnSystem:
                     pc[k] = pc.get(k, 0) + calls.get(k, 1)
 
     # ================================================================ shared steps
+    @staticmethod
+    def empty_wait(tx: Txn) -> None:
+        """A stage that RCC's code ends with a wait whatever it sent found nothing to
+        send: ``indirect_yield`` returns at once, no time passes, and RCC's round-trip
+        counter (``abort_cnt[18]``, the source of its fig. 16) counts the call all the
+        same (``src/rtx/nowait_rdma.cc`` release_reads, release_writes, write_back;
+        ``occ.cc`` lock_writes, validate_reads, write_back_oneshot, release_writes).
+        Counted in ``tx.empty_waits``, apart from the round trips."""
+        tx.empty_waits += 1
+
     def timed(self, tx: Txn, stage: str, steps):
         """Run ``steps`` (a generator) as one call of stage timer ``stage``: add its time
         [ns], less what :meth:`untimed` spent inside it, to ``tx.phases[stage]`` and one

@@ -205,6 +205,8 @@ class System(TxnSystem):
             else:
                 remote.append(r)
         if not remote:
+            if not pa:
+                self.empty_wait(tx)
             return
         A = self.access
         if self.how("commit") == "one_sided":
@@ -238,6 +240,8 @@ class System(TxnSystem):
         (one round trip) or post them unsignaled (no reply)."""
         remote = self.access.unlock_local(tx, recs, self.unlock_mine)
         if not remote:
+            if wait:
+                self.empty_wait(tx)
             return
         A = self.access
         if self.how("release") == "one_sided":

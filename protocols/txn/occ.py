@@ -245,7 +245,9 @@ class OccSystem(TxnSystem):
             return
         t = now
         recs = list(tx.recs.values())
-        if tx.read_only and not any(r.locked for r in recs):
+        # RCC's OCC::commit has no read-only path: a read-only transaction locks its
+        # (empty) write set, validates its reads and writes nothing back, each a wait.
+        if tx.read_only and not self.cfg.rcc_stages and not any(r.locked for r in recs):
             if spec.phase_ns[1]:
                 yield tx.ep.compute(spec.phase_ns[1])
             # One read unit (one READ, one RPC, or one batch of local records read
@@ -279,18 +281,22 @@ class OccSystem(TxnSystem):
             t = now
         if reads:
             yield from self._validate(tx, reads, self.cfg.validate)
+        elif self.cfg.rcc_stages:
+            self.empty_wait(tx)      # RCC's validate_reads of an empty read set
         now = sim.now
         tx.phases["validate"] = now - t
         t = now
-        # L: replicate the log; the transaction commits when every backup has it.
-        if spec.phase_ns[2]:
-            yield tx.ep.compute(spec.phase_ns[2])
-        u = tx.untimed
-        yield from self.repl.log(tx, writes, self.cfg.log)
+        # L: replicate the log; the transaction commits when every backup has it. RCC's
+        # log_remote does nothing, its timer included, for an empty write set (as
+        # TxnSystem.log_writes).
+        if writes or not self.cfg.rcc_stages:
+            if spec.phase_ns[2]:
+                yield tx.ep.compute(spec.phase_ns[2])
+            u = tx.untimed
+            yield from self.repl.log(tx, writes, self.cfg.log)
+            tx.phases[L] = sim.now - t - (tx.untimed - u)    # the log's ack left out
         self.record(tx)
-        now = sim.now
-        tx.phases[L] = now - t - (tx.untimed - u)    # the log's acknowledgement left out
-        t = now
+        t = sim.now
         # C: install and unlock.
         if spec.phase_ns[3]:
             yield tx.ep.compute(spec.phase_ns[3])
@@ -503,6 +509,8 @@ class OccSystem(TxnSystem):
         if failed:
             self._conflict("lock")
         if not remote:
+            if self.cfg.rcc_stages:
+                self.empty_wait(tx)
             return
         w = Waiter(ep)
         groups = None
@@ -555,6 +563,8 @@ class OccSystem(TxnSystem):
         if failed:
             self._conflict("validation")
         if not remote:
+            if self.cfg.rcc_stages:
+                self.empty_wait(tx)
             return
         w = Waiter(ep)
         groups = None
@@ -605,6 +615,8 @@ class OccSystem(TxnSystem):
             else:
                 remote.append(r)
         if not remote:
+            if cfg.rcc_stages and not pa:
+                self.empty_wait(tx)
             return
         w = Waiter(ep)
         if cfg.commit == "one_sided":
@@ -657,6 +669,8 @@ class OccSystem(TxnSystem):
             else:
                 remote.append(r)
         if not remote:
+            if wait and self.cfg.rcc_stages:
+                self.empty_wait(tx)      # RCC's release_writes after an abort
             return
         how = self.cfg.release
         if how is None:

@@ -168,3 +168,15 @@ def test_lockstep_retries_at_once_stall_and_the_metric_counts_them(cx4, backoff)
     else:
         assert m["committed"] == 0 and m["stalled_txns"] == 2
         assert b.cc.stats.aborted > 100
+
+
+def test_stalled_counts_those_older_than_the_window_and_the_age_bound(cx4):
+    """At 10 us: of transactions begun at 0, 6 and 9.5 us, with the window opened at
+    8 us and an age bound of 5 us, only the first counts (the second is younger than
+    the bound, the third began inside the window)."""
+    b = build(cx4, 1, 1, _Empty(), preset("drtmh"), 1)
+    b.sim.run(until=10_000.0)
+    b.cc._begun.update({1: 0.0, 2: 6_000.0, 3: 9_500.0})
+    assert b.cc.stalled(8_000.0, 5_000.0) == 1
+    assert b.cc.stalled(8_000.0, 0.0) == 2
+    assert b.cc.stalled(10_000.0, 0.0) == 3
