@@ -80,6 +80,11 @@ class TpccSpec:
     # warehouses_per_node), the range RCC's and DrTM+H's tpcc_main.cc gives worker t
     # (scale_factor / threads warehouses each, ranges of neighbouring workers overlapping).
     warehouses_per_thread: int = 1
+    # True: the stock reads go out together before the order lines, under a protocol that
+    # issues outstanding requests (DrTM+H's tpcc_worker_new.cc, speculative execution);
+    # False: each stock is read when its order line is processed, as RCC's New-Order
+    # (tpcc_worker_new_api.cc, built with OR 0: write + get_writeset per item) reads them.
+    prefetch_stocks: bool = True
 
 
 def nurand(rng, a: int, x: int, y: int, c: int) -> int:
@@ -165,7 +170,8 @@ class TpccNewOrder:
             # and the transaction goes on until it needs the first remote stock (its CPU
             # overlaps the round trip); otherwise each is fetched when its order line is
             # processed.
-            yield from tx.prefetch(keys, True)
+            if sp.prefetch_stocks:
+                yield from tx.prefetch(keys, True)
             dist = yield from tx.read(DISTRICT, (w, d))
             yield tx.compute(sp.logic)
             tx.write(DISTRICT, (w, d), _DIST.pack(_DIST.unpack_from(dist)[0] + 1) + dist[8:])

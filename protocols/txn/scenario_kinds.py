@@ -92,6 +92,10 @@ class TxnWorkload(BaseModel):
     # Home warehouses per thread, one drawn per transaction from a range starting at the
     # thread's own (RCC's tpcc_main.cc: scale_factor / threads); 1: the thread's own.
     tpcc_warehouses_per_thread: int = Field(1, ge=1)
+    # false: each stock read when its order line is processed, as RCC's New-Order does;
+    # true: all stock reads out together first under a protocol with outstanding requests
+    # (DrTM+H's speculative execution)
+    tpcc_prefetch_stocks: bool = True
     # TPC-E Customer-Position
     customers_per_thread: int = Field(1000, ge=1)
     securities_per_node: int = Field(685, ge=1)
@@ -138,7 +142,8 @@ class TxnWorkload(BaseModel):
                     "logic_per_item": self.tpcc_logic_per_item,
                     "districts": self.tpcc_districts, "district": self.tpcc_district,
                     "read_warehouse_customer": self.tpcc_read_warehouse_customer,
-                    "warehouses_per_thread": self.tpcc_warehouses_per_thread}
+                    "warehouses_per_thread": self.tpcc_warehouses_per_thread,
+                    "prefetch_stocks": self.tpcc_prefetch_stocks}
         return {"customers_per_thread": self.customers_per_thread,
                 "securities_per_node": self.securities_per_node,
                 "holdings_per_account": self.holdings_per_account,
