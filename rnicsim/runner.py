@@ -274,15 +274,16 @@ def empty_points(recs: list[dict[str, Any]]) -> list[str]:
 
 def stalled_points(recs: list[dict[str, Any]]) -> list[str]:
     """One line per transaction point with transactions that stalled (metric
-    ``stalled_txns`` above 0: in flight when the window closed, begun before it opened)
-    that committed others (one that committed nothing is :func:`empty_points`'s)."""
+    ``stalled_txns`` above 0: in flight through the whole window and more than twice as
+    long as any that committed) that committed others (one that committed nothing is
+    :func:`empty_points`'s)."""
     out = []
     for r in recs:
         n = r["metrics"].get("stalled_txns", 0)
         if n > 0 and r["metrics"].get("committed") != 0:
-            out.append(f"{_point(r)}: {n:g} transaction(s) retried or "
-                       "waited through the whole measured window (stalled_txns): a "
-                       f"livelock or a deadlock{_RETRY_HINT}")
+            out.append(f"{_point(r)}: {n:g} transaction(s) retried or waited through "
+                       "the whole measured window, more than twice as long as any that "
+                       f"committed (stalled_txns): a livelock or a deadlock{_RETRY_HINT}")
     return out
 
 

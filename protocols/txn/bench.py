@@ -24,8 +24,7 @@ Metrics
     ``stalled_txns`` (transactions in flight when the window closed that began before it
     opened and more than :data:`STALL_LONGEST` times the longest latency the window
     committed ago, any time ago if it committed nothing: a livelock or a deadlock), and
-    the
-    NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter`
+    the NIC-side shares of :meth:`rnicsim.cluster.Cluster.utilization_meter`
     (``nic_pu_util``, ``nic_pu_util_max``, ``pcie_util_max``, ``wire_util_max``): with
     ``cpu_util`` they say which resource bounds the run.
 """

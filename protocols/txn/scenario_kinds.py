@@ -313,8 +313,8 @@ class _RccProtocol(BaseModel):
     ``retry_backoff``: true retries an aborted transaction after a random back-off;
     false retries it at once behind the thread's ready coroutines, as RCC's BenchWorker
     does; unset, the framework decides (:func:`retry_backoff_for`: at once under
-    ``framework: rcc``). ``passive_ack`` sends commit and release messages without replies (RCC runs with
-    PA 0)."""
+    ``framework: rcc``). ``passive_ack`` sends commit and release messages without
+    replies (RCC runs with PA 0)."""
 
     model_config = _STRICT
     verbs: Verbs = "one_sided"
