@@ -111,7 +111,6 @@ class TxnSystem:
         self._next_tid = 0
         self._next_aid = 0
         self._stopped = False
-        self.in_flight = 0      # transactions started and not yet committed
         # coroutine owner id -> start [ns] of its transaction in flight (first attempt)
         self._begun: dict[int, float] = {}
         self.coords = {k: Coordinator(self, ep) for k, ep in mesh.endpoints.items()}
@@ -187,6 +186,11 @@ class TxnSystem:
             for c in range(coroutines):
                 co.ep.spawn(self._coroutine, co, c, workload, stagger_ns)
 
+    @property
+    def in_flight(self) -> int:
+        """Transactions started and not yet committed."""
+        return len(self._begun)
+
     def stalled(self, since_ns: float, min_age_ns: float) -> int:
         """Transactions in flight now whose first attempt began before ``since_ns`` [ns]
         and more than ``min_age_ns`` [ns] ago: at the end of a window that opened at
@@ -210,7 +214,6 @@ class TxnSystem:
         st = self.stats
         while not self._stopped:
             spec = workload.next_txn(rng, ep.node, ep.index, c)
-            self.in_flight += 1
             t0 = sim.now
             self._begun[owner] = t0
             tries = 0
@@ -246,7 +249,6 @@ class TxnSystem:
                         # yield_next: give the thread to the coroutines ready now, then
                         # retry (bench_worker.cc, see the module doc)
                         yield sim.timeout(0.0)
-            self.in_flight -= 1
             del self._begun[owner]
             st.deposits += tx.delta
             st.committed_run += 1

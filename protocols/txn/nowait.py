@@ -118,8 +118,7 @@ class System(TxnSystem):
         yield from self.log_writes(tx, writes)
         if spec.phase_ns[3]:
             yield tx.ep.compute(spec.phase_ns[3])
-        written = {id(r) for r in writes}
-        reads = [r for r in recs if r.locked and id(r) not in written]
+        reads = [r for r in recs if r.locked and r.new is None]
         release = self.unlock(tx, reads, wait=not self.cfg.passive_ack)
         if self.how("release") == "one_sided":
             # RCC's one-sided commit releases the read locks before the write-back
